@@ -1,0 +1,381 @@
+"""The config schema: typed dataclasses registered with Hydra's ConfigStore, validated once.
+
+YAML files in ``conf/`` only set values; the types and the rules live here. The Hydra
+config is turned into these objects once, with ``OmegaConf.to_object``, which runs
+``PerflabConfig.__post_init__`` and so the validation; everything below the CLI sees
+typed, validated objects. Checks that need torch (is CUDA there? does this CPU do fp16
+well?) happen in :mod:`perflab.resolve`, inside the trial process, still before any
+measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import MISSING
+
+from perflab.errors import ConfigError
+
+# Allowed values of the string knobs. "true"/"false" arrive from the command line as
+# booleans that OmegaConf turns into "True"/"False"; they are normalised in __post_init__.
+AMP_VALUES = ("off", "bf16", "fp16", "true", "false")
+COMPILE_VALUES = ("off", "default", "reduce-overhead", "max-autotune", "true", "false")
+MODES = ("train", "infer")
+DEVICES = ("auto", "cpu", "cuda")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+OPTIMIZERS = ("sgd", "adamw")
+DATA_SOURCES = ("loader", "memory")
+INPUT_DTYPES = ("float32", "int64")
+TARGET_KINDS = ("classes", "regression", "none")
+
+# Keys of a model node that perflab reads itself; every other key goes to the factory.
+MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args")
+
+
+@dataclass
+class InputSpec:
+    # shape of one sample, without the batch dimension, e.g. [3, 32, 32]
+    shape: list[int] = field(default_factory=lambda: [64])
+    # element type: float32, or int64 for token ids drawn from [0, high)
+    dtype: str = "float32"
+    # exclusive upper bound of int64 inputs (vocabulary size); unused for float32
+    high: int = 0
+
+
+@dataclass
+class TargetSpec:
+    # classes: cross-entropy on class ids; regression: MSE against outputs' shape;
+    # none: the loss is the mean of the outputs (any model can be trained with it)
+    kind: str = "classes"
+    # number of classes for kind=classes
+    num_classes: int = 10
+    # shape of one sample's target for kind=classes, [] for one label per sample,
+    # [seq_len] for one label per token
+    shape: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ModelConfig:
+    # factory "module.function" returning a torch.nn.Module; receives every other key
+    # of this node (except input/target) as keyword arguments, and the items of args
+    _target_: str = MISSING
+    # what one input sample looks like
+    input: InputSpec = field(default_factory=InputSpec)
+    # what one target looks like, and so which loss is used
+    target: TargetSpec = field(default_factory=TargetSpec)
+
+
+@dataclass
+class MLPConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.mlp"
+    # width of the input vector
+    in_features: int = 256
+    # width of the hidden layers
+    hidden: int = 512
+    # number of hidden Linear+GELU layers
+    depth: int = 3
+    num_classes: int = 10
+    input: InputSpec = field(default_factory=lambda: InputSpec(shape=["${model.in_features}"]))  # type: ignore[list-item]
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(num_classes="${model.num_classes}")  # type: ignore[arg-type]
+    )
+
+
+@dataclass
+class ConvNetConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.convnet"
+    # channels of the first stage; each later stage doubles them
+    width: int = 32
+    # number of stages (each halves the resolution)
+    stages: int = 3
+    # residual blocks per stage (conv+BN+ReLU x2 with a skip)
+    blocks: int = 1
+    # side of the square input image
+    image_size: int = 32
+    num_classes: int = 10
+    input: InputSpec = field(
+        default_factory=lambda: InputSpec(shape=[3, "${model.image_size}", "${model.image_size}"])  # type: ignore[list-item]
+    )
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(num_classes="${model.num_classes}")  # type: ignore[arg-type]
+    )
+
+
+@dataclass
+class TransformerConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.transformer"
+    vocab_size: int = 1024
+    seq_len: int = 64
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 2
+    input: InputSpec = field(
+        default_factory=lambda: InputSpec(
+            shape=["${model.seq_len}"], dtype="int64", high="${model.vocab_size}"  # type: ignore[list-item,arg-type]
+        )
+    )
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(
+            num_classes="${model.vocab_size}", shape=["${model.seq_len}"]  # type: ignore[arg-type,list-item]
+        )
+    )
+
+    def __post_init__(self) -> None:
+        _require(
+            self.heads >= 1 and self.d_model % self.heads == 0,
+            "model.heads",
+            self.heads,
+            f"a divisor of model.d_model={self.d_model}",
+            "does not divide the model width",
+        )
+
+
+@dataclass
+class SpinConfig(ModelConfig):
+    """Ground truth: each forward busy-waits exactly ``step_us`` microseconds."""
+
+    _target_: str = "perflab.workloads.models.spin"
+    # busy-wait per forward call, in microseconds
+    step_us: int = 1000
+    input: InputSpec = field(default_factory=lambda: InputSpec(shape=[1]))
+    target: TargetSpec = field(default_factory=lambda: TargetSpec(kind="none"))
+
+
+@dataclass
+class CustomModelConfig(ModelConfig):
+    """The user's own model: set _target_, input and target; arguments go in args."""
+
+    # keyword arguments for the factory, e.g. +model.args.width=64
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    # loader: a DataLoader over a Dataset (num_workers and pin_memory apply);
+    # memory: one batch built once and kept on the device (pure compute studies)
+    source: str = "loader"
+    # Dataset factory "module.function" called with dataset_args, returning a map-style
+    # torch Dataset of (input, target) items; null = perflab's synthetic dataset
+    dataset: str | None = None
+    dataset_args: dict[str, Any] = field(default_factory=dict)
+    # samples in the synthetic dataset (the loader cycles through them forever)
+    num_samples: int = 2048
+    # rounds of augment-like CPU work per synthetic sample (flip, jitter, blur, normalise);
+    # this is the per-sample cost that num_workers and pin_memory can hide
+    augment_passes: int = 2
+
+
+@dataclass
+class TrialConfig:
+    # warm-up lasts at least this many steps and at least warmup_s seconds
+    warmup_steps: int = 5
+    warmup_s: float = 0.5
+    # the timed block stops once it has min_steps and min_s, or at max_steps or max_s
+    min_steps: int = 20
+    min_s: float = 1.0
+    max_steps: int = 5000
+    max_s: float = 10.0
+    # a trial process still running after this many seconds is killed and recorded
+    timeout_s: float = 900.0
+    # on accelerators, steps shorter than this are timed in groups (one event pair per
+    # group) so event overhead stays negligible; per-phase times are then not recorded
+    min_event_window_us: float = 500.0
+
+
+@dataclass
+class PerflabConfig:
+    model: Any = MISSING
+    data: DataConfig = field(default_factory=DataConfig)
+    trial: TrialConfig = field(default_factory=TrialConfig)
+    # samples per step
+    batch_size: int = 32
+    # train: forward, backward, optimizer step; infer: forward under inference_mode
+    mode: str = "train"
+    # auto: cuda when available, else cpu
+    device: str = "auto"
+    # autocast dtype: off, bf16, fp16; true = the device's sensible default (bf16 on cpu)
+    amp: str = "off"
+    # torch.compile mode, or off; true = default
+    compile: str = "off"
+    # torch.compile(dynamic=...): null lets torch decide, true/false force it
+    compile_dynamic: bool | None = None
+    # convert model and inputs to torch.channels_last (4-D inputs only)
+    channels_last: bool = False
+    # DataLoader worker processes (0 = load in the training process)
+    num_workers: int = 0
+    # DataLoader pin_memory (only has an effect with an accelerator)
+    pin_memory: bool = False
+    # intra-op CPU threads, always set explicitly. 1 by default: on a shared 2-core
+    # machine 2 threads under contention made steps 10x slower while 1 stayed stable
+    # (measured, see docs/configuration.md); raise it on a dedicated machine.
+    threads: int = 1
+    # torch.backends.cudnn.benchmark (cuda only)
+    cudnn_benchmark: bool = False
+    # torch.set_float32_matmul_precision
+    matmul_precision: str = "highest"
+    # seeds weights, synthetic data and the numerics probe
+    seed: int = 0
+    # optimizer used in train mode
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    # run settings that are legal but unwise (fp16 autocast on a CPU) with a warning
+    # instead of refusing them
+    allow_unwise: bool = False
+
+    def __post_init__(self) -> None:
+        self.amp = _normalise_switch(self.amp, on="true")
+        self.compile = _normalise_switch(self.compile, on="default")
+        validate(self)
+
+
+def _normalise_switch(value: str, on: str) -> str:
+    """Map the booleans Hydra hands over ("True"/"False") onto the knob's vocabulary."""
+    lowered = str(value).lower()
+    if lowered == "false":
+        return "off"
+    if lowered == "true":
+        return on
+    return lowered
+
+
+def _require(ok: bool, field_name: str, value: Any, allowed: str, problem: str) -> None:
+    if not ok:
+        raise ConfigError(field_name, value, allowed, problem)
+
+
+def _one_of(field_name: str, value: Any, choices: tuple[str, ...]) -> None:
+    _require(value in choices, field_name, value, ", ".join(choices), "unknown value")
+
+
+def _at_least(field_name: str, value: float, minimum: float) -> None:
+    _require(value >= minimum, field_name, value, f">= {minimum}", "too small")
+
+
+def validate(cfg: PerflabConfig) -> None:
+    """Check every rule that needs no torch; raise ConfigError on the first broken one."""
+    _validate_knobs(cfg)
+    _validate_model(cfg.model)
+    _validate_data(cfg.data)
+    _validate_trial(cfg.trial)
+    _validate_combinations(cfg)
+
+
+def _validate_knobs(cfg: PerflabConfig) -> None:
+    _at_least("batch_size", cfg.batch_size, 1)
+    _one_of("mode", cfg.mode, MODES)
+    _one_of("device", cfg.device, DEVICES)
+    _one_of("amp", cfg.amp, AMP_VALUES)
+    _one_of("compile", cfg.compile, COMPILE_VALUES)
+    _at_least("num_workers", cfg.num_workers, 0)
+    _at_least("threads", cfg.threads, 1)
+    _one_of("matmul_precision", cfg.matmul_precision, MATMUL_PRECISIONS)
+    _one_of("optimizer", cfg.optimizer, OPTIMIZERS)
+    _require(cfg.lr > 0, "lr", cfg.lr, "> 0", "must be positive")
+    _at_least("seed", cfg.seed, 0)
+
+
+def _validate_model(model: Any) -> None:
+    _require(
+        isinstance(model, ModelConfig),
+        "model",
+        model,
+        "a model config group option (model=mlp, convnet, transformer, spin, custom)",
+        "not a model config",
+    )
+    _require(
+        isinstance(model._target_, str) and "." in model._target_,
+        "model._target_",
+        model._target_,
+        "a dotted path to a factory, e.g. mypkg.models.build",
+        "not a factory path",
+    )
+    shape = model.input.shape
+    _require(
+        len(shape) >= 1 and all(int(d) >= 1 for d in shape),
+        "model.input.shape",
+        list(shape),
+        "a non-empty list of positive sizes, e.g. [3, 32, 32]",
+        "bad shape",
+    )
+    _one_of("model.input.dtype", model.input.dtype, INPUT_DTYPES)
+    if model.input.dtype == "int64":
+        _at_least("model.input.high", model.input.high, 1)
+    _one_of("model.target.kind", model.target.kind, TARGET_KINDS)
+    if model.target.kind == "classes":
+        _at_least("model.target.num_classes", model.target.num_classes, 1)
+    # Sizes of the built-in models (not the user's free-form args) must be positive.
+    for f in fields(model):
+        value = getattr(model, f.name)
+        if f.name not in MODEL_RESERVED_KEYS and type(value) is int:
+            _at_least(f"model.{f.name}", value, 1)
+
+
+def _validate_data(data: DataConfig) -> None:
+    _one_of("data.source", data.source, DATA_SOURCES)
+    _at_least("data.num_samples", data.num_samples, 1)
+    _at_least("data.augment_passes", data.augment_passes, 0)
+
+
+def _validate_trial(trial: TrialConfig) -> None:
+    _at_least("trial.warmup_steps", trial.warmup_steps, 0)
+    _at_least("trial.warmup_s", trial.warmup_s, 0)
+    _at_least("trial.min_steps", trial.min_steps, 1)
+    _at_least("trial.max_steps", trial.max_steps, trial.min_steps)
+    _at_least("trial.min_s", trial.min_s, 0)
+    _require(
+        trial.max_s > 0, "trial.max_s", trial.max_s, "> 0 (and >= trial.min_s)", "must be positive"
+    )
+    _at_least("trial.max_s", trial.max_s, trial.min_s)
+    _require(trial.timeout_s > 0, "trial.timeout_s", trial.timeout_s, "> 0", "must be positive")
+    _at_least("trial.min_event_window_us", trial.min_event_window_us, 0)
+
+
+def _validate_combinations(cfg: PerflabConfig) -> None:
+    if cfg.channels_last:
+        shape = list(cfg.model.input.shape)
+        _require(
+            len(shape) == 3 and cfg.model.input.dtype == "float32",
+            "channels_last",
+            True,
+            "true only for models with 4-D float inputs (per-sample shape [C, H, W]); "
+            f"this model's model.input.shape is {shape} ({cfg.model.input.dtype})",
+            "model has no 4-D inputs",
+        )
+    if cfg.data.source == "memory":
+        _require(
+            cfg.num_workers == 0,
+            "num_workers",
+            cfg.num_workers,
+            "0 with data.source=memory (no DataLoader runs)",
+            "has no effect",
+        )
+
+
+def model_factory_kwargs(model: ModelConfig) -> dict[str, Any]:
+    """The keyword arguments perflab passes to ``model._target_``."""
+    kwargs = {f.name: getattr(model, f.name) for f in fields(model)}
+    extra = kwargs.pop("args", None) or {}
+    for key in MODEL_RESERVED_KEYS:
+        kwargs.pop(key, None)
+    return {**kwargs, **dict(extra)}
+
+
+def register_configs() -> None:
+    """Register the schemas with Hydra's ConfigStore; conf/*.yaml extends them."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    store.store(name="perflab_schema", node=PerflabConfig)
+    for name, node in MODEL_SCHEMAS.items():
+        store.store(group="model", name=f"{name}_schema", node=node)
+    store.store(group="data", name="data_schema", node=DataConfig)
+
+
+MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
+    "mlp": MLPConfig,
+    "convnet": ConvNetConfig,
+    "transformer": TransformerConfig,
+    "spin": SpinConfig,
+    "custom": CustomModelConfig,
+}

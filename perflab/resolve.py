@@ -1,0 +1,103 @@
+"""Turn the validated config into concrete settings for this machine (needs torch).
+
+Runs inside the trial process before anything is built: device ``auto`` becomes cpu or
+cuda, ``amp=true`` becomes a dtype, and settings that are impossible here raise
+:class:`ConfigError` (exit 2, nothing measured) while legal-but-unwise ones add a warning
+that lands in the record and on the console.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from perflab.config import PerflabConfig
+from perflab.errors import ConfigError
+
+AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    # "cpu" or "cuda"
+    device: str
+    # torch dtype name used by autocast ("bfloat16", "float16"), or None when amp is off
+    amp_dtype: str | None
+    # torch.compile mode, or None when compile is off
+    compile_mode: str | None
+    # settings that are legal but unwise, with what to do about them
+    warnings: list[str] = field(default_factory=list)
+
+
+def _cpu_has_fast_fp16() -> bool:
+    # fp16 autocast on a CPU without AVX512-FP16 / AMX-FP16 was ~80x slower than fp32
+    # here (DESIGN.md, measured on this machine's avx512_bf16 CPU).
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_fp16" in flags or "amx_fp16" in flags
+
+
+def _resolve_device(requested: str) -> str:
+    has_cuda = torch.cuda.is_available()
+    if requested == "cuda" and not has_cuda:
+        raise ConfigError(
+            "device", "cuda", "auto or cpu (torch.cuda.is_available() is False here)", "no CUDA"
+        )
+    if requested == "auto":
+        return "cuda" if has_cuda else "cpu"
+    return requested
+
+
+def _resolve_amp(cfg: PerflabConfig, device: str, warnings: list[str]) -> str | None:
+    if cfg.amp == "off":
+        return None
+    if cfg.amp == "true":
+        if device == "cpu" or torch.cuda.is_bf16_supported():
+            return "bfloat16"
+        return "float16"
+    if cfg.amp == "fp16" and device == "cpu" and not _cpu_has_fast_fp16():
+        message = (
+            "fp16 autocast on a CPU without AVX512-FP16/AMX-FP16 runs far slower than fp32 "
+            "(~80x measured); use amp=bf16 (or amp=true)"
+        )
+        if not cfg.allow_unwise:
+            raise ConfigError(
+                "amp", "fp16", "off, bf16, true on this cpu (allow_unwise=true runs it anyway)",
+                "unwise on this cpu",
+            )
+        warnings.append(message)
+    return AMP_DTYPES[cfg.amp]
+
+
+def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cfg.num_workers > (cores or 1):
+        warnings.append(
+            f"num_workers={cfg.num_workers} exceeds the {cores} usable cores: workers will "
+            "compete with the training step; use at most num_workers="
+            f"{max((cores or 1) - 1, 1)}"
+        )
+    if cfg.threads > (cores or 1):
+        warnings.append(f"threads={cfg.threads} exceeds the {cores} usable cores")
+    if device == "cpu":
+        if cfg.pin_memory and cfg.data.source == "loader":
+            warnings.append("pin_memory=true has no effect without an accelerator")
+        if cfg.cudnn_benchmark:
+            warnings.append("cudnn_benchmark=true has no effect on cpu")
+        if cfg.compile == "reduce-overhead":
+            warnings.append("compile=reduce-overhead adds CUDA graphs only on cuda; on cpu it "
+                            "behaves like compile=default")
+
+
+def resolve(cfg: PerflabConfig) -> Resolved:
+    device = _resolve_device(cfg.device)
+    warnings: list[str] = []
+    amp_dtype = _resolve_amp(cfg, device, warnings)
+    _warn_unwise(cfg, device, warnings)
+    compile_mode = None if cfg.compile == "off" else cfg.compile
+    return Resolved(device, amp_dtype, compile_mode, warnings)

@@ -1,0 +1,94 @@
+"""Build what a trial runs: the model, its data, its loss, and the fixed probe batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from perflab.config import PerflabConfig, TargetSpec, model_factory_kwargs
+from perflab.errors import ConfigError
+from perflab.workloads.data import build_dataset, build_loader, probe_batch
+
+LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Workload:
+    model: nn.Module
+    loss_fn: LossFn
+    # yields (input, target) batches on the host; the trial moves them to the device
+    batches: Iterator[Any]
+    # the DataLoader behind batches, or None for data.source=memory
+    loader: torch.utils.data.DataLoader[Any] | None
+    # the fixed (input, target) batch of the numerics probe, on the host
+    probe: Any
+
+
+def build_model(cfg: PerflabConfig) -> nn.Module:
+    """Call the model factory; a factory that cannot take its arguments is a config error."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    kwargs = model_factory_kwargs(cfg.model)
+    try:
+        model = instantiate({"_target_": cfg.model._target_, **kwargs}, _convert_="all")
+    except InstantiationException as exc:
+        raise ConfigError(
+            "model._target_",
+            cfg.model._target_,
+            f"an importable factory accepting {sorted(kwargs) or 'no arguments'} "
+            "(start from model=custom and pass arguments as +model.args.NAME=VALUE)",
+            str(exc).splitlines()[0] if str(exc) else "cannot instantiate",
+        ) from exc
+    if not isinstance(model, nn.Module):
+        raise ConfigError(
+            "model._target_", cfg.model._target_, "a factory returning a torch.nn.Module",
+            f"returned {type(model).__name__}",
+        )
+    return model
+
+
+def make_loss(target: TargetSpec) -> LossFn:
+    def classes(out: Any, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(out.flatten(0, -2), y.flatten())
+
+    def regression(out: Any, y: torch.Tensor) -> torch.Tensor:
+        y = y.view(y.shape[0], *([1] * (out.dim() - 1))).expand_as(out)
+        return nn.functional.mse_loss(out.float(), y.float())
+
+    def mean(out: Any, y: torch.Tensor) -> torch.Tensor:
+        return out.float().mean()
+
+    return {"classes": classes, "regression": regression, "none": mean}[target.kind]
+
+
+def _memory_batches(batch: Any) -> Iterator[Any]:
+    while True:
+        yield batch
+
+
+def build_workload(cfg: PerflabConfig, seed: int) -> Workload:
+    torch.manual_seed(seed)
+    model = build_model(cfg)
+    dataset = build_dataset(
+        cfg.data.dataset,
+        dict(cfg.data.dataset_args),
+        cfg.model.input,
+        cfg.model.target,
+        cfg.data.num_samples,
+        seed,
+        cfg.data.augment_passes,
+    )
+    probe = probe_batch(dataset, cfg.batch_size)
+    loader = None
+    if cfg.data.source == "loader":
+        loader = build_loader(dataset, cfg.batch_size, cfg.num_workers, cfg.pin_memory, seed)
+        batches: Iterator[Any] = iter(loader)
+    else:
+        # The memory source reuses one batch; the trial moves it to the device once.
+        batches = _memory_batches(probe_batch(dataset, cfg.batch_size))
+    return Workload(model, make_loss(cfg.model.target), batches, loader, probe)

@@ -1,0 +1,121 @@
+"""Synthetic data: deterministic from the seed, with real per-sample CPU work.
+
+Every sample is a pure function of (seed, index), so any process, worker or variant
+sees the same data. ``augment_passes`` rounds of decode/augment-like tensor work per
+sample give the loader a real cost that ``num_workers`` can parallelise and
+``pin_memory`` can speed up the copy of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from perflab.config import InputSpec, TargetSpec
+
+_DTYPES = {"float32": torch.float32, "int64": torch.int64}
+
+
+class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    def __init__(
+        self,
+        input_spec: InputSpec,
+        target_spec: TargetSpec,
+        num_samples: int,
+        seed: int,
+        augment_passes: int,
+    ) -> None:
+        self.input_spec = input_spec
+        self.target_spec = target_spec
+        self.num_samples = num_samples
+        self.seed = seed
+        self.augment_passes = augment_passes
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        shape = list(self.input_spec.shape)
+        # "Decode": bytes to floats, the way an image decoder ends.
+        x = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8).float().div_(255.0)
+        for _ in range(self.augment_passes):
+            x = _augment(x, gen)
+        x = (x - x.mean()) / (x.std() + 1e-6)
+        if self.input_spec.dtype == "int64":
+            x = (x.abs() * 1000).long().remainder_(self.input_spec.high)
+        return x, self._target(gen)
+
+    def _target(self, gen: torch.Generator) -> torch.Tensor:
+        spec = self.target_spec
+        if spec.kind == "classes":
+            return torch.randint(0, spec.num_classes, list(spec.shape), generator=gen)
+        # regression and none: a scalar per sample; the loss reshapes as needed
+        return torch.randn([], generator=gen)
+
+
+def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One round of flip, brightness jitter plus noise, a 3-tap blur along the last axis, clamp."""
+    if torch.rand((), generator=gen) < 0.5:
+        x = x.flip(-1)
+    x = x * (0.8 + 0.4 * torch.rand((), generator=gen)) + 0.05 * torch.randn(x.shape, generator=gen)
+    x = (x.roll(1, -1) + x + x.roll(-1, -1)) / 3.0
+    return x.clamp_(0.0, 1.0)
+
+
+class InfiniteSampler(Sampler[int]):
+    """Seeded permutations, one after another, forever.
+
+    An epoch boundary inside a timed window would stall the loader (a new iterator
+    restarts prefetching), so the loader never ends.
+    """
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size = size
+        self.seed = seed
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            yield from torch.randperm(self.size, generator=gen).tolist()
+
+
+def build_dataset(
+    dataset_target: str | None,
+    dataset_args: dict[str, Any],
+    input_spec: InputSpec,
+    target_spec: TargetSpec,
+    num_samples: int,
+    seed: int,
+    augment_passes: int,
+) -> Dataset[Any]:
+    if dataset_target is None:
+        return SyntheticDataset(input_spec, target_spec, num_samples, seed, augment_passes)
+    from hydra.utils import instantiate
+
+    return instantiate({"_target_": dataset_target, **dataset_args}, _convert_="all")  # type: ignore[no-any-return]
+
+
+def build_loader(
+    dataset: Dataset[Any], batch_size: int, num_workers: int, pin_memory: bool, seed: int
+) -> DataLoader[Any]:
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=InfiniteSampler(len(dataset), seed),  # type: ignore[arg-type]
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        # Workers must survive for the whole trial: the sampler never ends, and a restart
+        # would put worker start-up inside the timed window.
+        persistent_workers=num_workers > 0,
+        drop_last=True,
+    )
+
+
+def probe_batch(dataset: Dataset[Any], batch_size: int) -> Any:
+    """The fixed batch every variant's numerics probe uses: samples 0..batch_size-1."""
+    items = [dataset[i % len(dataset)] for i in range(batch_size)]  # type: ignore[arg-type]
+    return torch.utils.data.default_collate(items)
