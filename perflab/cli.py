@@ -17,11 +17,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from perflab import environment
 from perflab.config import PerflabConfig, register_configs
-from perflab.errors import PerflabError
+from perflab.errors import ConfigError, PerflabError
 from perflab.records import ErrorInfo, TrialRecord, load_record, write_record
 
 register_configs()
@@ -30,21 +30,34 @@ EXIT_TRIAL_FAILED = 1
 EXIT_USAGE = 2
 
 
-# Set by the task function when its trial did not end "ok"; main() turns it into the exit
-# code. Raising instead would make Hydra log a second, multi-line error report.
-_failed: list[str] = []
+# Set by the task function; main() turns it into the exit code. Raising out of the task
+# function instead would make Hydra write a second, multi-line error report.
+_exit: list[tuple[int, str]] = []
 
 
 def to_config(cfg: DictConfig) -> PerflabConfig:
     """Turn the composed Hydra config into the validated, typed config (once)."""
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    try:
+        return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    except MissingMandatoryValue as exc:
+        key = str(exc.full_key)
+        allowed = (
+            "a dotted path to your factory, e.g. model._target_=mypkg.build_model"
+            if key.endswith("_target_")
+            else "a value; this field has no default"
+        )
+        raise ConfigError(key, "???", allowed, "required") from exc
 
 
 def _failed_record(request: Any, status: str, message: str) -> TrialRecord:
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     return TrialRecord(
-        status=status, config=request.config_dict, settings={}, started_at=now,
-        finished_at=now, error=ErrorInfo(status, message, ""),
+        status=status,
+        config=request.config_dict,
+        settings={},
+        started_at=now,
+        finished_at=now,
+        error=ErrorInfo(status, message, ""),
         environment=dict(request.invocation),
     )
 
@@ -69,6 +82,13 @@ def run_single(cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path) -
 
 @hydra.main(version_base=None, config_path="pkg://perflab.conf", config_name="perflab")
 def _app(cfg: DictConfig) -> None:
+    try:
+        _run_app(cfg)
+    except PerflabError as exc:
+        _exit.append((EXIT_USAGE, f"error: {exc}"))
+
+
+def _run_app(cfg: DictConfig) -> None:
     from perflab.console import trial_summary
 
     config = to_config(cfg)
@@ -77,7 +97,7 @@ def _app(cfg: DictConfig) -> None:
     record = load_record(record_path)
     print(trial_summary(record, record_path))
     if record.status != "ok":
-        _failed.append(f"trial {record.status}; see {record_path}")
+        _exit.append((EXIT_TRIAL_FAILED, f"trial {record.status}; see {record_path}"))
 
 
 def one_line(exc: BaseException) -> str:
@@ -86,11 +106,17 @@ def one_line(exc: BaseException) -> str:
         options = ", ".join(o for o in exc.options if not o.endswith("_schema"))
         group, _, name = exc.missing_cfg_file.rpartition("/")
         return f"{group}={name}: no such option; allowed: {options}"
-    cause = exc.__cause__
-    match = re.search(r"override (\S+)", str(exc))
-    if match and isinstance(cause, OmegaConfBaseException):
-        return f"{match.group(1)}: {_first_lines(str(cause))}"
-    return _first_lines(str(exc))
+    text, cause = str(exc), exc.__cause__
+    unknown = re.search(r"Could not override '(\S+)'", text)
+    if unknown:
+        return (
+            f"{unknown.group(1)}: no such config field; allowed: the fields listed by "
+            "perflab --help (free-form keys only under +model.args. or +data.dataset_args.)"
+        )
+    merging = re.search(r"override (\S+=\S*)", text)
+    if merging and isinstance(cause, OmegaConfBaseException):
+        return f"{merging.group(1)}: {_first_lines(str(cause))}"
+    return _first_lines(text)
 
 
 def _first_lines(text: str) -> str:
@@ -113,9 +139,10 @@ def main() -> None:
         message = str(exc) if isinstance(exc, PerflabError) else one_line(exc)
         print(f"perflab: error: {message}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    if _failed:
-        print(f"perflab: {'; '.join(_failed)}", file=sys.stderr)
-        sys.exit(EXIT_TRIAL_FAILED)
+    if _exit:
+        code, message = _exit[-1]
+        print(f"perflab: {message}", file=sys.stderr)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -112,12 +112,15 @@ class TransformerConfig(ModelConfig):
     layers: int = 2
     input: InputSpec = field(
         default_factory=lambda: InputSpec(
-            shape=["${model.seq_len}"], dtype="int64", high="${model.vocab_size}"  # type: ignore[list-item,arg-type]
+            shape=["${model.seq_len}"],
+            dtype="int64",
+            high="${model.vocab_size}",  # type: ignore[list-item,arg-type]
         )
     )
     target: TargetSpec = field(
         default_factory=lambda: TargetSpec(
-            num_classes="${model.vocab_size}", shape=["${model.seq_len}"]  # type: ignore[arg-type,list-item]
+            num_classes="${model.vocab_size}",
+            shape=["${model.seq_len}"],  # type: ignore[arg-type,list-item]
         )
     )
 
@@ -248,8 +251,9 @@ def _one_of(field_name: str, value: Any, choices: tuple[str, ...]) -> None:
     _require(value in choices, field_name, value, ", ".join(choices), "unknown value")
 
 
-def _at_least(field_name: str, value: float, minimum: float) -> None:
-    _require(value >= minimum, field_name, value, f">= {minimum}", "too small")
+def _at_least(field_name: str, value: float, minimum: float, label: str = "") -> None:
+    bound = f">= {minimum}" + (f" ({label})" if label else "")
+    _require(value >= minimum, field_name, value, bound, "too small")
 
 
 def validate(cfg: PerflabConfig) -> None:
@@ -321,12 +325,12 @@ def _validate_trial(trial: TrialConfig) -> None:
     _at_least("trial.warmup_steps", trial.warmup_steps, 0)
     _at_least("trial.warmup_s", trial.warmup_s, 0)
     _at_least("trial.min_steps", trial.min_steps, 1)
-    _at_least("trial.max_steps", trial.max_steps, trial.min_steps)
+    _at_least("trial.max_steps", trial.max_steps, trial.min_steps, "trial.min_steps")
     _at_least("trial.min_s", trial.min_s, 0)
     _require(
         trial.max_s > 0, "trial.max_s", trial.max_s, "> 0 (and >= trial.min_s)", "must be positive"
     )
-    _at_least("trial.max_s", trial.max_s, trial.min_s)
+    _at_least("trial.max_s", trial.max_s, trial.min_s, "trial.min_s")
     _require(trial.timeout_s > 0, "trial.timeout_s", trial.timeout_s, "> 0", "must be positive")
     _at_least("trial.min_event_window_us", trial.min_event_window_us, 0)
 

@@ -66,7 +66,8 @@ def machine() -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.is_available()
-    devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    count = torch.cuda.device_count() if cuda else 0
+    devices = [torch.cuda.get_device_name(i) for i in range(count)]
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     return {
         "python": platform.python_version(),
@@ -91,7 +92,10 @@ def _cuda_driver() -> str | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -16,7 +16,16 @@ class ConfigError(PerflabError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r}: {problem}; allowed: {allowed}")
+        super().__init__(f"{field}={format_value(value)}: {problem}; allowed: {allowed}")
+
+
+def format_value(value: Any) -> str:
+    """Show a value the way it is written on the command line."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and value.strip() == value and value:
+        return value
+    return repr(value)
 
 
 class RecordError(PerflabError):

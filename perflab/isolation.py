@@ -56,7 +56,8 @@ def _child(fn: Callable[[Any], Any], arg: Any, conn: multiprocessing.connection.
     except ConfigError as exc:
         conn.send(Outcome("config_error", message=str(exc)))
     except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
-        conn.send(Outcome("error", message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        conn.send(Outcome("error", message=detail))
     finally:
         conn.close()
 
@@ -88,8 +89,11 @@ def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout_s: float) -> Outcom
             outcome: Outcome = recv.recv()
         except EOFError:
             proc.join()
-            return Outcome("crashed", message=f"trial process {describe_exit(proc.exitcode)}",
-                           exitcode=proc.exitcode)
+            return Outcome(
+                "crashed",
+                message=f"trial process {describe_exit(proc.exitcode)}",
+                exitcode=proc.exitcode,
+            )
     finally:
         recv.close()
     proc.join(timeout=30)

@@ -79,7 +79,7 @@ def conditions() -> dict[str, Any]:
 
 
 def apply_channels_last(model: nn.Module, enabled: bool) -> nn.Module:
-    return model.to(memory_format=torch.channels_last) if enabled else model
+    return model.to(memory_format=torch.channels_last) if enabled else model  # type: ignore[call-overload]
 
 
 def apply_compile(model: nn.Module, resolved: Resolved, dynamic: bool | None) -> nn.Module:
@@ -149,8 +149,11 @@ def observe_layers(model: nn.Module) -> Iterator[dict[str, list[Any]]]:
                 x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
             )
 
-    handles = [m.register_forward_hook(on_forward) for m in model.modules()
-               if isinstance(m, AUTOCAST_LAYERS)]
+    handles = [
+        m.register_forward_hook(on_forward)
+        for m in model.modules()
+        if isinstance(m, AUTOCAST_LAYERS)
+    ]
     try:
         yield seen
     finally:

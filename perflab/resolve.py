@@ -67,7 +67,9 @@ def _resolve_amp(cfg: PerflabConfig, device: str, warnings: list[str]) -> str | 
         )
         if not cfg.allow_unwise:
             raise ConfigError(
-                "amp", "fp16", "off, bf16, true on this cpu (allow_unwise=true runs it anyway)",
+                "amp",
+                "fp16",
+                "off, bf16, true on this cpu (allow_unwise=true runs it anyway)",
                 "unwise on this cpu",
             )
         warnings.append(message)
@@ -90,8 +92,10 @@ def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
         if cfg.cudnn_benchmark:
             warnings.append("cudnn_benchmark=true has no effect on cpu")
         if cfg.compile == "reduce-overhead":
-            warnings.append("compile=reduce-overhead adds CUDA graphs only on cuda; on cpu it "
-                            "behaves like compile=default")
+            warnings.append(
+                "compile=reduce-overhead adds CUDA graphs only on cuda; on cpu it "
+                "behaves like compile=default"
+            )
 
 
 def resolve(cfg: PerflabConfig) -> Resolved:

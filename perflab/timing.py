@@ -86,7 +86,7 @@ class EventTimer:
         host = list(self._host)
         events = self._events[: len(host)]
         device = [0]
-        for start, end in zip(events, events[1:]):
+        for start, end in zip(events, events[1:], strict=False):
             # elapsed_time is in milliseconds (float, ~0.5 us resolution)
             device.append(device[-1] + round(start.elapsed_time(end) * NS_PER_MS))
         self._host.clear()

@@ -121,14 +121,23 @@ def _repeat(value: Any) -> Iterator[Any]:
 
 def make_step(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> Step:
     """The user's step as a closure; ``mark`` is called at the end of every phase."""
-    runner, loss_fn, optimizer = prep.runner, prep.workload.loss_fn, prep.optimizer
-    input_fn, device = prep.input_fn, prep.device
-    autocast = knobs.autocast(resolved)
-    scaler = None
-    if resolved.amp_dtype == "float16" and cfg.mode == "train":
-        scaler = torch.amp.GradScaler(resolved.device)
+    if prep.optimizer is None:
+        return _infer_step(resolved, prep)
+    return _train_step(resolved, prep, prep.optimizer)
 
-    def train_step(source: Iterator[Any], mark: Callable[[], None]) -> None:
+
+def _train_step(resolved: Resolved, prep: Prepared, optimizer: torch.optim.Optimizer) -> Step:
+    runner, loss_fn, input_fn, device = (
+        prep.runner,
+        prep.workload.loss_fn,
+        prep.input_fn,
+        prep.device,
+    )
+    autocast = knobs.autocast(resolved)
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
+    scaler = torch.amp.GradScaler(resolved.device) if resolved.amp_dtype == "float16" else None
+
+    def step(source: Iterator[Any], mark: Callable[[], None]) -> None:
         x, y = next(source)
         mark()
         x, y = input_fn(x), to_device(y, device, False)
@@ -142,11 +151,18 @@ def make_step(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> Step:
             scaler.step(optimizer)
             scaler.update()
         else:
-            optimizer.step()  # type: ignore[union-attr]
-        optimizer.zero_grad(set_to_none=True)  # type: ignore[union-attr]
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
         mark()
 
-    def infer_step(source: Iterator[Any], mark: Callable[[], None]) -> None:
+    return step
+
+
+def _infer_step(resolved: Resolved, prep: Prepared) -> Step:
+    runner, input_fn = prep.runner, prep.input_fn
+    autocast = knobs.autocast(resolved)
+
+    def step(source: Iterator[Any], mark: Callable[[], None]) -> None:
         x, _ = next(source)
         mark()
         x = input_fn(x)
@@ -155,7 +171,7 @@ def make_step(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> Step:
             call_model(runner, x)
         mark()
 
-    return train_step if cfg.mode == "train" else infer_step
+    return step
 
 
 @dataclass
@@ -228,9 +244,16 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
     record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
     warmup_ns: list[int] = []
     if tcfg.warmup_steps > 0 or tcfg.warmup_s > 0:
-        run_block(step, source, timer, min_steps=max(tcfg.warmup_steps, 1),
-                  max_steps=tcfg.max_steps, min_s=tcfg.warmup_s, max_s=tcfg.max_s,
-                  phase_marks=False)
+        run_block(
+            step,
+            source,
+            timer,
+            min_steps=max(tcfg.warmup_steps, 1),
+            max_steps=tcfg.max_steps,
+            min_s=tcfg.warmup_s,
+            max_s=tcfg.max_s,
+            phase_marks=False,
+        )
         host, device = timer.collect()
         warmup_ns = split_marks(host, device, ("step",)).step_ns
 
@@ -239,8 +262,17 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
         estimate = sorted(warmup_ns)[len(warmup_ns) // 2]
         group = steps_per_event_window(estimate, tcfg.min_event_window_us)
     before = knobs.compile_counters()
-    block = run_block(step, source, timer, min_steps=tcfg.min_steps, max_steps=tcfg.max_steps,
-                      min_s=tcfg.min_s, max_s=tcfg.max_s, group=group, phase_marks=group == 1)
+    block = run_block(
+        step,
+        source,
+        timer,
+        min_steps=tcfg.min_steps,
+        max_steps=tcfg.max_steps,
+        min_s=tcfg.min_s,
+        max_s=tcfg.max_s,
+        group=group,
+        phase_marks=group == 1,
+    )
     host, device = timer.collect()
     after = knobs.compile_counters()
 
@@ -275,8 +307,9 @@ def _flatten_output(out: Any) -> torch.Tensor:
     return knobs._first_tensor(out)
 
 
-def numerics_probe(cfg: PerflabConfig, resolved: Resolved, prep: Prepared,
-                   snapshot: dict[str, torch.Tensor]) -> Probe:
+def numerics_probe(
+    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, snapshot: dict[str, torch.Tensor]
+) -> Probe:
     """Outputs, loss (and gradient norm in train mode) on the fixed probe batch, with the
     initial seeded weights restored, under every knob of the variant."""
     prep.model.load_state_dict(snapshot)  # copies in place: compiled graphs stay valid
@@ -311,8 +344,9 @@ def numerics_probe(cfg: PerflabConfig, resolved: Resolved, prep: Prepared,
     )
 
 
-def evidence_pass(cfg: PerflabConfig, resolved: Resolved, prep: Prepared,
-                  record: TrialRecord) -> None:
+def evidence_pass(
+    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord
+) -> None:
     """Run the eager model once with layer hooks to see what the knobs did to its layers.
 
     Hooks on a compiled model would force a recompilation, so the pass uses the eager
@@ -349,9 +383,15 @@ def run_trial(request: TrialRequest) -> str:
     cwd = request.invocation.get("cwd")
     if cwd and cwd not in sys.path:
         sys.path.insert(0, cwd)  # the user's own factories live beside their command
-    record = TrialRecord(status="ok", config=request.config_dict, settings={},
-                         started_at=_now(), finished_at="", round=request.round,
-                         load_start=environment.load_average())
+    record = TrialRecord(
+        status="ok",
+        config=request.config_dict,
+        settings={},
+        started_at=_now(),
+        finished_at="",
+        round=request.round,
+        load_start=environment.load_average(),
+    )
     resolved = resolve(cfg)
     record.settings = _settings(cfg, resolved)
     record.warnings.extend(resolved.warnings)

@@ -42,14 +42,25 @@ def build_model(cfg: PerflabConfig) -> nn.Module:
             cfg.model._target_,
             f"an importable factory accepting {sorted(kwargs) or 'no arguments'} "
             "(start from model=custom and pass arguments as +model.args.NAME=VALUE)",
-            str(exc).splitlines()[0] if str(exc) else "cannot instantiate",
+            _instantiation_problem(exc),
         ) from exc
     if not isinstance(model, nn.Module):
         raise ConfigError(
-            "model._target_", cfg.model._target_, "a factory returning a torch.nn.Module",
+            "model._target_",
+            cfg.model._target_,
+            "a factory returning a torch.nn.Module",
             f"returned {type(model).__name__}",
         )
     return model
+
+
+def _instantiation_problem(exc: Exception) -> str:
+    """Hydra's message, minus its advice about HYDRA_FULL_ERROR, plus the real cause."""
+    text = str(exc).split(", set env var HYDRA_FULL_ERROR")[0].splitlines()[0]
+    cause = exc.__cause__
+    if cause is not None:
+        text += f" ({type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''})"
+    return text
 
 
 def make_loss(target: TargetSpec) -> LossFn:

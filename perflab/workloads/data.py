@@ -96,7 +96,7 @@ def build_dataset(
         return SyntheticDataset(input_spec, target_spec, num_samples, seed, augment_passes)
     from hydra.utils import instantiate
 
-    return instantiate({"_target_": dataset_target, **dataset_args}, _convert_="all")  # type: ignore[no-any-return]
+    return instantiate({"_target_": dataset_target, **dataset_args}, _convert_="all")
 
 
 def build_loader(

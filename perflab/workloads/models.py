@@ -42,9 +42,7 @@ class _ResidualBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
-def convnet(
-    width: int, stages: int, blocks: int, image_size: int, num_classes: int
-) -> nn.Module:
+def convnet(width: int, stages: int, blocks: int, image_size: int, num_classes: int) -> nn.Module:
     """ResNet-style: a stem, then stages of residual blocks, global pooling, a classifier."""
     del image_size  # the network is size-agnostic; the config uses it for the input shape
     layers: list[nn.Module] = [
