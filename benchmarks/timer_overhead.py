@@ -38,8 +38,9 @@ def bare_loop_ns_per_step(steps: int) -> float:
 def perflab_loop_ns_per_step(timer: Any, steps: int) -> float:
     source = iter(range(steps + 1))
     start = time.perf_counter_ns()
-    run_block(empty_train_step, source, timer, min_steps=steps, max_steps=steps,
-              min_s=0.0, max_s=1e9)
+    run_block(
+        empty_train_step, source, timer, min_steps=steps, max_steps=steps, min_s=0.0, max_s=1e9
+    )
     return (time.perf_counter_ns() - start) / steps
 
 
@@ -66,8 +67,10 @@ def main() -> None:
     print(f"perf_counter_ns call:                 {clock_cost_ns():.1f} ns")
     print(f"perflab timed loop (median):          {statistics.median(timed):.1f} ns/step")
     print(f"bare loop, same batches (median):     {statistics.median(bare):.1f} ns/step")
-    print(f"timing overhead ({len(TRAIN_PHASES)} marks + bound check): {overhead:.1f} ns/step "
-          f"= {overhead / 1e6 * 100:.4f} % of a 1 ms step")
+    print(
+        f"timing overhead ({len(TRAIN_PHASES)} marks + bound check): {overhead:.1f} ns/step "
+        f"= {overhead / 1e6 * 100:.4f} % of a 1 ms step"
+    )
 
 
 if __name__ == "__main__":

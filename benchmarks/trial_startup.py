@@ -52,8 +52,10 @@ def main() -> None:
     spawn_ms = (time.perf_counter_ns() - start) / 1e6
 
     print(f"cold (fork server start + first child): {cold_ms:.0f} ms")
-    print(f"ready, later trials: median {statistics.median(ready):.1f} ms, "
-          f"max {max(ready):.1f} ms over {args.trials}; torch preloaded: {preloaded}")
+    print(
+        f"ready, later trials: median {statistics.median(ready):.1f} ms, "
+        f"max {max(ready):.1f} ms over {args.trials}; torch preloaded: {preloaded}"
+    )
     print(f"round trip (start, no-op, answer, exit): median {statistics.median(rounds):.1f} ms")
     print(f"new interpreter + import torch (spawn's cost): {spawn_ms:.0f} ms")
 

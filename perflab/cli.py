@@ -58,17 +58,22 @@ def _failed_record(request: Any, status: str, message: str) -> TrialRecord:
         started_at=now,
         finished_at=now,
         error=ErrorInfo(status, message, ""),
+        choices=dict(request.choices),
         environment=dict(request.invocation),
     )
 
 
-def run_single(cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path) -> Path:
+def run_single(
+    cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
+) -> Path:
     """Run one trial in a fresh process; return its record path or raise."""
     from perflab.isolation import run_isolated
     from perflab.trial import TrialRequest, run_trial
 
     record_path = job_dir / "trials" / "000.json"
-    request = TrialRequest(cfg, config_dict, str(record_path), environment.invocation())
+    request = TrialRequest(
+        cfg, config_dict, str(record_path), environment.invocation(), choices=choices
+    )
     outcome = run_isolated(run_trial, request, cfg.trial.timeout_s)
     if outcome.kind == "config_error":
         raise PerflabError(outcome.message)
@@ -92,8 +97,10 @@ def _run_app(cfg: DictConfig) -> None:
     from perflab.console import trial_summary
 
     config = to_config(cfg)
-    job_dir = Path(HydraConfig.get().runtime.output_dir)
-    record_path = run_single(config, OmegaConf.to_container(cfg, resolve=True), job_dir)  # type: ignore[arg-type]
+    runtime = HydraConfig.get().runtime
+    choices = {k: str(v) for k, v in runtime.choices.items() if not k.startswith("hydra")}
+    config_dict: Any = OmegaConf.to_container(cfg, resolve=True)
+    record_path = run_single(config, config_dict, Path(runtime.output_dir), choices)
     record = load_record(record_path)
     print(trial_summary(record, record_path))
     if record.status != "ok":

@@ -29,6 +29,12 @@ DATA_SOURCES = ("loader", "memory")
 INPUT_DTYPES = ("float32", "int64")
 TARGET_KINDS = ("classes", "regression", "none")
 
+
+def ref(key: str) -> Any:
+    """An OmegaConf interpolation, typed Any so it can stand where an int is declared."""
+    return "${" + key + "}"
+
+
 # Keys of a model node that perflab reads itself; every other key goes to the factory.
 MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args")
 
@@ -76,9 +82,9 @@ class MLPConfig(ModelConfig):
     # number of hidden Linear+GELU layers
     depth: int = 3
     num_classes: int = 10
-    input: InputSpec = field(default_factory=lambda: InputSpec(shape=["${model.in_features}"]))  # type: ignore[list-item]
+    input: InputSpec = field(default_factory=lambda: InputSpec(shape=[ref("model.in_features")]))
     target: TargetSpec = field(
-        default_factory=lambda: TargetSpec(num_classes="${model.num_classes}")  # type: ignore[arg-type]
+        default_factory=lambda: TargetSpec(num_classes=ref("model.num_classes"))
     )
 
 
@@ -95,10 +101,12 @@ class ConvNetConfig(ModelConfig):
     image_size: int = 32
     num_classes: int = 10
     input: InputSpec = field(
-        default_factory=lambda: InputSpec(shape=[3, "${model.image_size}", "${model.image_size}"])  # type: ignore[list-item]
+        default_factory=lambda: InputSpec(
+            shape=[3, ref("model.image_size"), ref("model.image_size")]
+        )
     )
     target: TargetSpec = field(
-        default_factory=lambda: TargetSpec(num_classes="${model.num_classes}")  # type: ignore[arg-type]
+        default_factory=lambda: TargetSpec(num_classes=ref("model.num_classes"))
     )
 
 
@@ -112,15 +120,15 @@ class TransformerConfig(ModelConfig):
     layers: int = 2
     input: InputSpec = field(
         default_factory=lambda: InputSpec(
-            shape=["${model.seq_len}"],
+            shape=[ref("model.seq_len")],
             dtype="int64",
-            high="${model.vocab_size}",  # type: ignore[list-item,arg-type]
+            high=ref("model.vocab_size"),
         )
     )
     target: TargetSpec = field(
         default_factory=lambda: TargetSpec(
-            num_classes="${model.vocab_size}",
-            shape=["${model.seq_len}"],  # type: ignore[arg-type,list-item]
+            num_classes=ref("model.vocab_size"),
+            shape=[ref("model.seq_len")],
         )
     )
 

@@ -24,8 +24,9 @@ def fmt_bytes(n: int | None) -> str:
 
 def trial_summary(record: TrialRecord, path: Path) -> str:
     s = record.settings
+    model = record.choices.get("model") or s.get("model", "?")
     head = (
-        f"perflab: {s.get('model', '?')} {s.get('mode', '?')} on {s.get('device', '?')} "
+        f"perflab: {model} {s.get('mode', '?')} on {s.get('device', '?')} "
         f"({s.get('threads', '?')} thread(s)), batch {s.get('batch_size', '?')}, "
         f"amp={s.get('amp_dtype') or 'off'}, compile={s.get('compile_mode') or 'off'}"
     )

@@ -77,6 +77,8 @@ class TrialRecord:
     finished_at: str
     # identifies the trial within its job: round number (0 for a single run)
     round: int = 0
+    # the config group options chosen, e.g. {"model": "convnet", "preset": "default"}
+    choices: dict[str, str] = field(default_factory=dict)
     # why an "invalid" trial's numbers must not be used
     invalid_reason: str | None = None
     error: ErrorInfo | None = None

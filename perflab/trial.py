@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,8 @@ class TrialRequest:
     # command line, working directory and git state of the CLI process
     invocation: dict[str, Any] = field(default_factory=dict)
     round: int = 0
+    # config group options chosen (Hydra's runtime.choices), for labels
+    choices: dict[str, str] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -361,7 +363,9 @@ def evidence_pass(
 
 def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
     return {
-        **asdict(resolved),
+        "device": resolved.device,
+        "amp_dtype": resolved.amp_dtype,
+        "compile_mode": resolved.compile_mode,
         "mode": cfg.mode,
         "batch_size": cfg.batch_size,
         "threads": cfg.threads,
@@ -390,6 +394,7 @@ def run_trial(request: TrialRequest) -> str:
         started_at=_now(),
         finished_at="",
         round=request.round,
+        choices=dict(request.choices),
         load_start=environment.load_average(),
     )
     resolved = resolve(cfg)

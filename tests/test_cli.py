@@ -1,0 +1,157 @@
+"""End to end: the installed `perflab` console script, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perflab.records import load_record
+
+from .conftest import TINY
+
+PERFLAB = str(Path(sys.executable).parent / "perflab")
+
+
+def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PERFLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def record_path(stdout: str) -> Path:
+    match = re.search(r"record: (\S+)", stdout)
+    assert match, stdout
+    return Path(match.group(1))
+
+
+def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
+    result = perflab(tmp_path, *TINY)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for needle in ("p50", "p90", "p99", "samples/s", "first call", "peak memory", "phases"):
+        assert needle in out
+    path = record_path(out)
+    assert path.is_relative_to(tmp_path / "outputs")
+    record = load_record(path)
+    assert record.status == "ok"
+    assert record.environment["argv"][1:] == list(TINY)
+    assert record.config["model"]["hidden"] == 16
+    assert (path.parent.parent / ".hydra" / "config.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["batch_size=0"], "batch_size=0: too small; allowed: >= 1"),
+        (["amp=maybe"], "amp=maybe: unknown value; allowed: off, bf16, fp16, true, false"),
+        (["model=nope"], "model=nope: no such option; allowed: convnet, custom, mlp, spin"),
+        (["model=mlp", "channels_last=true"], "channels_last=true: model has no 4-D inputs"),
+        (["num_workers=-1"], "num_workers=-1: too small; allowed: >= 0"),
+        (["batch_size=abc"], "batch_size=abc: Value 'abc' of type 'str' could not be converted"),
+        (["no_such_knob=1"], "no_such_knob: no such config field"),
+        (["model=custom"], "model._target_=???: required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
+    result = perflab(tmp_path, *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("perflab: error: ")
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("outputs/*/*/trials/*.json"))
+
+
+def test_fp16_autocast_on_cpu_is_refused_before_measuring(tmp_path):
+    result = perflab(tmp_path, *TINY, "amp=fp16", "device=cpu")
+    if "avx512_fp16" in Path("/proc/cpuinfo").read_text():
+        pytest.skip("this CPU runs fp16 autocast natively")
+    assert result.returncode == 2, result.stderr
+    assert "amp=fp16: unwise on this cpu" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("outputs/*/*/trials/*.json"))
+
+
+def test_a_failing_trial_exits_1_and_keeps_a_failed_record(tmp_path):
+    result = perflab(tmp_path, *TINY, "model.num_classes=2", "model.target.num_classes=50")
+    assert result.returncode == 1
+    record = load_record(record_path(result.stdout))
+    assert record.status == "failed" and record.error is not None
+
+
+USER_MODULE = """
+import os, signal
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+
+def build(width, out=3):
+    return nn.Sequential(nn.Linear(5, width), nn.ReLU(), nn.Linear(width, out))
+
+
+def pairs(n):
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 5, generator=g), torch.randint(0, 3, (n,), generator=g))
+
+
+class Crash(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 3)
+
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def crash():
+    return Crash()
+"""
+
+USER_MODEL = (
+    "model=custom",
+    "model.input.shape=[5]",
+    "model.target.num_classes=3",
+    "batch_size=4",
+    "trial.warmup_steps=1",
+    "trial.warmup_s=0",
+    "trial.min_steps=3",
+    "trial.min_s=0",
+    "trial.max_s=2",
+)
+
+
+def test_user_model_and_dataset_from_the_working_directory(tmp_path):
+    (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
+    result = perflab(
+        tmp_path,
+        *USER_MODEL,
+        "model._target_=usermod.build",
+        "+model.args.width=7",
+        "data.dataset=usermod.pairs",
+        "+data.dataset_args.n=32",
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    record = load_record(record_path(result.stdout))
+    assert record.status == "ok" and record.probe.output_shape == [4, 3]
+    assert record.config["model"]["args"] == {"width": 7}
+
+
+def test_user_factory_with_wrong_arguments_is_a_config_error(tmp_path):
+    (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
+    result = perflab(tmp_path, *USER_MODEL, "model._target_=usermod.build")
+    assert result.returncode == 2
+    assert "model._target_=usermod.build:" in result.stderr and "width" in result.stderr
+
+
+def test_a_crashing_trial_process_still_leaves_a_failed_record(tmp_path):
+    (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
+    result = perflab(tmp_path, *USER_MODEL, "model._target_=usermod.crash")
+    assert result.returncode == 1
+    path = record_path(result.stdout)
+    record = load_record(path)
+    assert record.status == "failed" and "SIGSEGV" in record.error.message
+    assert json.loads(path.read_text())["config"]["model"]["_target_"] == "usermod.crash"

@@ -1,0 +1,114 @@
+"""Config composition and validation: every rule has a case that asserts its message."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflab.config import (
+    ConvNetConfig,
+    CustomModelConfig,
+    MLPConfig,
+    SpinConfig,
+    TransformerConfig,
+    model_factory_kwargs,
+)
+from perflab.errors import ConfigError
+
+
+def test_default_config_composes(make_config):
+    cfg = make_config()
+    assert isinstance(cfg.model, ConvNetConfig)
+    assert cfg.model.input.shape == [3, 32, 32]
+    assert cfg.threads == 1 and cfg.amp == "off" and cfg.compile == "off"
+    assert cfg.trial.min_steps == 20
+
+
+@pytest.mark.parametrize(
+    ("choice", "kind", "shape"),
+    [
+        ("mlp", MLPConfig, [256]),
+        ("convnet", ConvNetConfig, [3, 32, 32]),
+        ("transformer", TransformerConfig, [64]),
+        ("spin", SpinConfig, [1]),
+    ],
+)
+def test_every_builtin_model_composes(make_config, choice, kind, shape):
+    cfg = make_config(f"model={choice}")
+    assert type(cfg.model) is kind
+    assert cfg.model.input.shape == shape
+
+
+def test_input_shape_follows_model_size(make_config):
+    cfg = make_config("model=convnet", "model.image_size=64", "model.num_classes=7")
+    assert cfg.model.input.shape == [3, 64, 64]
+    assert cfg.model.target.num_classes == 7
+
+
+def test_booleans_from_the_command_line_map_to_knob_values(make_config):
+    assert make_config("amp=true").amp == "true"
+    assert make_config("amp=false").amp == "off"
+    assert make_config("compile=true").compile == "default"
+    assert make_config("compile=false").compile == "off"
+
+
+@pytest.mark.parametrize("preset", ["quick", "default", "rigorous"])
+def test_presets_compose(make_config, preset):
+    cfg = make_config(f"preset={preset}")
+    assert cfg.trial.max_s >= cfg.trial.min_s
+
+
+def test_custom_model_passes_args_to_its_factory(make_config):
+    cfg = make_config(
+        "model=custom",
+        "model._target_=torch.nn.Linear",
+        "+model.args.in_features=4",
+        "+model.args.out_features=3",
+        "model.input.shape=[4]",
+    )
+    assert isinstance(cfg.model, CustomModelConfig)
+    assert model_factory_kwargs(cfg.model) == {"in_features": 4, "out_features": 3}
+
+
+def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
+    kwargs = model_factory_kwargs(make_config("model=mlp").model)
+    assert kwargs == {"in_features": 256, "hidden": 512, "depth": 3, "num_classes": 10}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["batch_size=0"], "batch_size=0: too small; allowed: >= 1"),
+        (["amp=maybe"], "amp=maybe: unknown value; allowed: off, bf16, fp16, true, false"),
+        (["compile=fast"], "compile=fast: unknown value; allowed: off, default"),
+        (["mode=eval"], "mode=eval: unknown value; allowed: train, infer"),
+        (["device=tpu"], "device=tpu: unknown value; allowed: auto, cpu, cuda"),
+        (["num_workers=-1"], "num_workers=-1: too small; allowed: >= 0"),
+        (["threads=0"], "threads=0: too small; allowed: >= 1"),
+        (["matmul_precision=low"], "matmul_precision=low: unknown value"),
+        (["optimizer=lion"], "optimizer=lion: unknown value; allowed: sgd, adamw"),
+        (["lr=0"], "lr=0.0: must be positive"),
+        (["seed=-1"], "seed=-1: too small"),
+        (["model=mlp", "channels_last=true"], "channels_last=true: model has no 4-D inputs"),
+        (["model=transformer", "channels_last=true"], "channels_last=true: model has no 4-D"),
+        (["data=memory", "num_workers=2"], "num_workers=2: has no effect; allowed: 0 with"),
+        (["data.source=disk"], "data.source=disk: unknown value; allowed: loader, memory"),
+        (["data.num_samples=0"], "data.num_samples=0: too small"),
+        (["data.augment_passes=-1"], "data.augment_passes=-1: too small"),
+        (["model.width=0"], "model.width=0: too small; allowed: >= 1"),
+        (["model=transformer", "model.heads=3"], "model.heads=3: does not divide the model"),
+        (["model.input.shape=[]"], "model.input.shape=[]: bad shape"),
+        (["model.input.dtype=float16"], "model.input.dtype=float16: unknown value"),
+        (["model.target.kind=ranking"], "model.target.kind=ranking: unknown value"),
+        (["model=custom", "model._target_=nodots"], "model._target_=nodots: not a factory path"),
+        (["trial.min_steps=0"], "trial.min_steps=0: too small"),
+        (["trial.max_steps=5"], "trial.max_steps=5: too small; allowed: >= 20 (trial.min_steps)"),
+        (["trial.max_s=0.5"], "trial.max_s=0.5: too small; allowed: >= 1.0 (trial.min_s)"),
+        (["trial.timeout_s=0"], "trial.timeout_s=0.0: must be positive"),
+        (["trial.warmup_s=-1"], "trial.warmup_s=-1.0: too small"),
+    ],
+)
+def test_invalid_values_name_field_value_and_allowed(make_config, overrides, message):
+    with pytest.raises(ConfigError) as info:
+        make_config(*overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,69 @@
+"""The isolation layer: every way a child can end comes back as an Outcome, never a hang."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from perflab.errors import ConfigError
+from perflab.isolation import describe_exit, run_isolated
+
+
+def returns_pid_and_preloaded(_: object) -> tuple[int, bool]:
+    return os.getpid(), "torch" in sys.modules
+
+
+def raises_config_error(_: object) -> None:
+    raise ConfigError("amp", "fp16", "off, bf16", "unwise")
+
+
+def raises_runtime_error(_: object) -> None:
+    raise RuntimeError("boom")
+
+
+def segfaults(_: object) -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hangs(_: object) -> None:
+    time.sleep(60)
+
+
+def test_child_runs_in_a_fresh_process_with_torch_preloaded():
+    outcome = run_isolated(returns_pid_and_preloaded, None, timeout_s=120)
+    assert outcome.kind == "ok" and outcome.exitcode == 0
+    pid, preloaded = outcome.value
+    assert pid != os.getpid() and preloaded
+    assert run_isolated(returns_pid_and_preloaded, None, timeout_s=120).value[0] != pid
+
+
+def test_config_error_is_reported_as_such():
+    outcome = run_isolated(raises_config_error, None, timeout_s=120)
+    assert outcome.kind == "config_error"
+    assert outcome.message == "amp=fp16: unwise; allowed: off, bf16"
+
+
+def test_exception_comes_back_with_its_traceback():
+    outcome = run_isolated(raises_runtime_error, None, timeout_s=120)
+    assert outcome.kind == "error"
+    assert outcome.message.startswith("RuntimeError: boom") and "Traceback" in outcome.message
+
+
+def test_crash_is_reported_with_the_signal():
+    outcome = run_isolated(segfaults, None, timeout_s=120)
+    assert outcome.kind == "crashed"
+    assert "SIGSEGV" in outcome.message and outcome.exitcode == -signal.SIGSEGV
+
+
+def test_hung_child_is_killed_at_the_timeout():
+    start = time.monotonic()
+    outcome = run_isolated(hangs, None, timeout_s=0.5)
+    assert outcome.kind == "timeout"
+    assert time.monotonic() - start < 10
+
+
+def test_describe_exit():
+    assert describe_exit(-9) == "killed by signal SIGKILL"
+    assert describe_exit(3) == "exited with code 3"

@@ -1,0 +1,121 @@
+"""Whole trials in this process on a tiny model: records, phases, probe, failures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from perflab.errors import ConfigError
+from perflab.records import load_record
+from perflab.trial import INFER_PHASES, TRAIN_PHASES, TrialRequest, run_trial
+
+from .conftest import TINY
+
+
+def _run(tmp_path, cfg, name="000.json"):
+    path = tmp_path / name
+    status = run_trial(
+        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), {"cwd": str(tmp_path)})
+    )
+    return status, load_record(path)
+
+
+def test_train_trial_writes_a_complete_record(tmp_path, make_config):
+    status, record = _run(tmp_path, make_config(*TINY))
+    assert status == record.status == "ok"
+    samples = record.samples
+    assert samples is not None and samples.steps_per_sample == 1
+    assert len(samples.step_ns) >= 5 and len(samples.warmup_step_ns) >= 2
+    assert samples.first_call_ns > 0 and samples.stop_reason in ("min_reached", "max_s")
+    assert list(samples.phases_ns) == list(TRAIN_PHASES)
+    for i, total in enumerate(samples.step_ns):  # on CPU the phases tile the step exactly
+        assert sum(p[i] for p in samples.phases_ns.values()) == total
+    assert record.memory["kind"] == "process_rss" and record.memory["peak_bytes"] > 0
+    assert record.probe is not None and record.probe.grad_norm is not None
+    assert record.probe.output_shape == [4, 10]
+    assert all(e["ok"] is not False for e in record.evidence.values()), record.evidence
+    assert {"threads", "amp", "channels_last", "compile", "data_loader"} <= set(record.evidence)
+    assert record.environment["torch"] and record.conditions["threads"] == 1
+    assert len(record.load_start) == 3
+
+
+def test_infer_trial_times_the_forward_only(tmp_path, make_config):
+    _, record = _run(tmp_path, make_config(*TINY, "mode=infer", "data=memory"))
+    assert record.status == "ok" and list(record.samples.phases_ns) == list(INFER_PHASES)
+    assert record.probe.grad_norm is None
+
+
+def test_probe_is_identical_across_runs_and_independent_of_training(tmp_path, make_config):
+    cfg = make_config(*TINY)
+    _, first = _run(tmp_path, cfg, "a.json")
+    longer = dataclasses.replace(cfg, trial=dataclasses.replace(cfg.trial, min_steps=30))
+    _, second = _run(tmp_path, longer, "b.json")
+    assert first.probe == second.probe
+
+
+def test_amp_changes_the_probe_dtype_and_evidence(tmp_path, make_config):
+    _, record = _run(tmp_path, make_config(*TINY, "amp=true"))
+    assert record.evidence["amp"]["observed"] == ["bfloat16"]
+    assert record.probe.output_dtype == "bfloat16"
+
+
+def test_loader_workers_really_run(tmp_path, make_config):
+    _, record = _run(tmp_path, make_config(*TINY, "num_workers=1"))
+    assert record.evidence["data_loader"]["observed"]["num_workers"] == 1
+    assert record.evidence["data_loader"]["ok"] is True
+
+
+def test_channels_last_reaches_the_convolutions(tmp_path, make_config):
+    tiny_convnet = [o for o in TINY if not o.startswith("model")]
+    cfg = make_config(
+        *tiny_convnet,
+        "model=convnet",
+        "model.width=4",
+        "model.stages=1",
+        "model.image_size=8",
+        "channels_last=true",
+    )
+    _, record = _run(tmp_path, cfg)
+    assert record.evidence["channels_last"]["ok"] is True
+
+
+def test_a_failing_model_becomes_a_failed_record(tmp_path, make_config):
+    cfg = make_config(*TINY, "model.target.num_classes=99999")  # labels beyond the outputs
+    cfg.model.num_classes = 3
+    status, record = _run(tmp_path, cfg)
+    assert status == "failed" and record.samples is None
+    assert record.error is not None and record.error.type in ("IndexError", "RuntimeError")
+    assert "Traceback" in record.error.traceback
+
+
+def test_impossible_setting_raises_before_anything_is_written(tmp_path, make_config):
+    with pytest.raises(ConfigError):
+        _run(tmp_path, make_config(*TINY, "device=cuda"))
+    assert not (tmp_path / "000.json").exists()
+
+
+def test_compiled_variant_shows_graphs_and_no_compilation_in_the_window(tmp_path, make_config):
+    _, record = _run(tmp_path, make_config(*TINY, "compile=true"))
+    evidence = record.evidence["compile"]
+    assert record.status == "ok", record.invalid_reason
+    assert evidence["ok"] is True and evidence["observed"]["graphs"] >= 1
+    assert evidence["observed"]["compiled_in_timed_window"] == 0
+    assert record.settings["compile_mode"] == "default"
+
+
+def test_compilation_inside_the_timed_window_invalidates_the_trial(
+    tmp_path, make_config, monkeypatch
+):
+    # Dynamo's counters are read just before and just after the timed block; make the
+    # second reading show one more compiled frame, as a recompilation would.
+    readings = iter(range(100))
+
+    def counters() -> dict[str, int]:
+        n = next(readings)
+        return {"graphs": 1, "frames_compiled": n, "graph_breaks": 0, "recompiles": n}
+
+    monkeypatch.setattr("perflab.trial.knobs.compile_counters", counters)
+    _, record = _run(tmp_path, make_config(*TINY))
+    assert record.status == "invalid"
+    assert "inside the timed window" in record.invalid_reason
