@@ -382,6 +382,25 @@ def register_configs() -> None:
     for name, node in MODEL_SCHEMAS.items():
         store.store(group="model", name=f"{name}_schema", node=node)
     store.store(group="data", name="data_schema", node=DataConfig)
+    _register_experiments(store)
+
+
+def _register_experiments(store: Any) -> None:
+    """Make each experiments/NAME.yaml runnable as ``perflab +experiment=NAME``.
+
+    experiments/ ships as the package perflab.conf.experiment; registering its files here
+    (rather than relying on a directory inside conf/) works the same from an editable
+    install, where that package lives outside conf/, and from a built wheel.
+    """
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    for entry in resources.files("perflab.conf.experiment").iterdir():
+        if entry.name.endswith(".yaml"):
+            node = OmegaConf.create(entry.read_text())
+            store.store(group="experiment", name=entry.name[: -len(".yaml")], node=node,
+                        package="_global_")
 
 
 MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {

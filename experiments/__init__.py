@@ -1,0 +1,1 @@
+# Ready-made studies, run by name: perflab +experiment=NAME
