@@ -29,8 +29,10 @@ def main() -> None:
             start = time.perf_counter()
             subprocess.run([PERFLAB], cwd=cwd, check=True, capture_output=True)
             walls.append(time.perf_counter() - start)
-    print(f"perflab (default workload and preset), {args.runs} runs: median "
-          f"{statistics.median(walls):.1f} s, max {max(walls):.1f} s")
+    print(
+        f"perflab (default workload and preset), {args.runs} runs: median "
+        f"{statistics.median(walls):.1f} s, max {max(walls):.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,13 @@ PERFLAB = str(Path(sys.executable).parent / "perflab")
 
 
 def p50_p90(threads: int, cwd: str) -> str:
-    out = subprocess.run([PERFLAB, "preset=quick", f"threads={threads}"], cwd=cwd,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [PERFLAB, "preset=quick", f"threads={threads}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     match = re.search(r"p50 (.+?)\s+p90 (.+?)\s+p99", out)
     return f"p50 {match.group(1)}, p90 {match.group(2)}" if match else out
 

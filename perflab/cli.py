@@ -85,6 +85,14 @@ def run_single(
     return record_path
 
 
+def _display_path(path: Path) -> Path:
+    """Relative to the working directory when inside it: shorter, and what users type."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
 @hydra.main(version_base=None, config_path="pkg://perflab.conf", config_name="perflab")
 def _app(cfg: DictConfig) -> None:
     try:
@@ -102,7 +110,7 @@ def _run_app(cfg: DictConfig) -> None:
     config_dict: Any = OmegaConf.to_container(cfg, resolve=True)
     record_path = run_single(config, config_dict, Path(runtime.output_dir), choices)
     record = load_record(record_path)
-    print(trial_summary(record, record_path))
+    print(trial_summary(record, _display_path(record_path)))
     if record.status != "ok":
         _exit.append((EXIT_TRIAL_FAILED, f"trial {record.status}; see {record_path}"))
 

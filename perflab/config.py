@@ -399,8 +399,9 @@ def _register_experiments(store: Any) -> None:
     for entry in resources.files("perflab.conf.experiment").iterdir():
         if entry.name.endswith(".yaml"):
             node = OmegaConf.create(entry.read_text())
-            store.store(group="experiment", name=entry.name[: -len(".yaml")], node=node,
-                        package="_global_")
+            store.store(
+                group="experiment", name=entry.name[: -len(".yaml")], node=node, package="_global_"
+            )
 
 
 MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
