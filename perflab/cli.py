@@ -150,6 +150,8 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _app()
+    except BrokenPipeError:  # output piped into head and friends
+        sys.exit(0)
     except (PerflabError, HydraException, OmegaConfBaseException) as exc:
         message = str(exc) if isinstance(exc, PerflabError) else one_line(exc)
         print(f"perflab: error: {message}", file=sys.stderr)
