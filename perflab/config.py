@@ -388,15 +388,15 @@ def register_configs() -> None:
 def _register_experiments(store: Any) -> None:
     """Make each experiments/NAME.yaml runnable as ``perflab +experiment=NAME``.
 
-    experiments/ ships as the package perflab.conf.experiment; registering its files here
-    (rather than relying on a directory inside conf/) works the same from an editable
-    install, where that package lives outside conf/, and from a built wheel.
+    experiments/ ships as the package perflab.experiments, outside perflab.conf, and its
+    files are registered here: one mechanism that works the same from an editable install
+    (where a mapped package is not a directory inside conf/) and from a built wheel.
     """
     from importlib import resources
 
     from omegaconf import OmegaConf
 
-    for entry in resources.files("perflab.conf.experiment").iterdir():
+    for entry in resources.files("perflab.experiments").iterdir():
         if entry.name.endswith(".yaml"):
             node = OmegaConf.create(entry.read_text())
             store.store(

@@ -186,7 +186,7 @@ def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> Eviden
     if cfg.data.source != "loader":
         return evidence({"num_workers": 0}, {"source": "memory"}, None, "no DataLoader")
     workers = len(multiprocessing.active_children())
-    pinned = _first_tensor(first_batch).is_pinned() if device == "cuda" else False
+    pinned = first_tensor(first_batch).is_pinned() if device == "cuda" else False
     ok = workers == cfg.num_workers and (pinned == cfg.pin_memory or device != "cuda")
     detail = f"{workers} live worker process(es); batches pinned: {pinned}"
     return evidence(
@@ -197,9 +197,9 @@ def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> Eviden
     )
 
 
-def _first_tensor(value: Any) -> torch.Tensor:
+def first_tensor(value: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, dict):
         value = list(value.values())
-    return _first_tensor(value[0])
+    return first_tensor(value[0])

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from perflab import environment, knobs, memory
-from perflab.config import PerflabConfig
+from perflab.config import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
 from perflab.resolve import Resolved, resolve
@@ -233,36 +233,44 @@ def first_call(step: Step, prep: Prepared, timer: Timer) -> tuple[int, Any]:
     return time.perf_counter_ns() - start, batch
 
 
+def warm_up(step: Step, source: Iterator[Any], timer: Timer, tcfg: TrialConfig) -> list[int]:
+    """Run warm-up steps (at least warmup_steps and warmup_s); return each step's time."""
+    if tcfg.warmup_steps == 0 and tcfg.warmup_s == 0:
+        return []
+    run_block(
+        step,
+        source,
+        timer,
+        min_steps=max(tcfg.warmup_steps, 1),
+        max_steps=tcfg.max_steps,
+        min_s=tcfg.warmup_s,
+        max_s=tcfg.max_s,
+        phase_marks=False,
+    )
+    host, device = timer.collect()
+    return split_marks(host, device, ("step",)).step_ns
+
+
+def steps_per_sample(device: str, warmup_ns: list[int], min_window_us: float) -> int:
+    """1 on CPU (a clock reading costs ~0.05 us); on accelerators, enough steps that one
+    event pair spans min_window_us, judged from the median warm-up step."""
+    if device != "cuda" or not warmup_ns:
+        return 1
+    return steps_per_event_window(sorted(warmup_ns)[len(warmup_ns) // 2], min_window_us)
+
+
 def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord) -> None:
     """First call, warm-up and the timed block; fills record.samples and evidence."""
     phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
-    tcfg = cfg.trial
+    tcfg, source = cfg.trial, prep.workload.batches
     step = make_step(cfg, resolved, prep)
-    capacity = tcfg.max_steps * len(phases) + 1 if resolved.device == "cuda" else 0
-    timer = make_timer(resolved.device, max(capacity, tcfg.max_steps + 1))
-    source = prep.workload.batches
+    timer = make_timer(resolved.device, capacity=tcfg.max_steps * len(phases) + 1)
 
     first_ns, first_batch = first_call(step, prep, timer)
     record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
-    warmup_ns: list[int] = []
-    if tcfg.warmup_steps > 0 or tcfg.warmup_s > 0:
-        run_block(
-            step,
-            source,
-            timer,
-            min_steps=max(tcfg.warmup_steps, 1),
-            max_steps=tcfg.max_steps,
-            min_s=tcfg.warmup_s,
-            max_s=tcfg.max_s,
-            phase_marks=False,
-        )
-        host, device = timer.collect()
-        warmup_ns = split_marks(host, device, ("step",)).step_ns
+    warmup_ns = warm_up(step, source, timer, tcfg)
+    group = steps_per_sample(resolved.device, warmup_ns, tcfg.min_event_window_us)
 
-    group = 1
-    if resolved.device == "cuda" and warmup_ns:
-        estimate = sorted(warmup_ns)[len(warmup_ns) // 2]
-        group = steps_per_event_window(estimate, tcfg.min_event_window_us)
     before = knobs.compile_counters()
     block = run_block(
         step,
@@ -306,7 +314,7 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
 def _flatten_output(out: Any) -> torch.Tensor:
     if isinstance(out, torch.Tensor):
         return out
-    return knobs._first_tensor(out)
+    return knobs.first_tensor(out)
 
 
 def numerics_probe(

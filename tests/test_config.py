@@ -112,3 +112,9 @@ def test_invalid_values_name_field_value_and_allowed(make_config, overrides, mes
         make_config(*overrides)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_experiments_run_by_name(make_config):
+    cfg = make_config("+experiment=spin_ground_truth", "model.step_us=2000")
+    assert isinstance(cfg.model, SpinConfig) and cfg.model.step_us == 2000
+    assert cfg.data.source == "memory" and cfg.mode == "infer"

@@ -96,3 +96,13 @@ def test_conditions_name_the_settings_that_must_match():
         "cudnn_benchmark",
         "cuda_matmul_allow_tf32",
     } <= keys
+
+
+def test_cudnn_benchmark_is_recorded_and_only_judged_on_cuda():
+    before = torch.backends.cudnn.benchmark
+    try:
+        on_cpu = knobs.apply_cudnn_benchmark(True, "cpu")
+        assert on_cpu["observed"] is True and on_cpu["ok"] is None
+        assert knobs.apply_cudnn_benchmark(False, "cuda")["ok"] is True
+    finally:
+        torch.backends.cudnn.benchmark = before
