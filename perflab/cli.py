@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +18,12 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from perflab import environment
+from perflab import environment, outcome
 from perflab.config import PerflabConfig, register_configs
 from perflab.errors import ConfigError, PerflabError
-from perflab.records import ErrorInfo, TrialRecord, load_record, write_record
+from perflab.records import load_record, write_record
 
 register_configs()
-
-EXIT_TRIAL_FAILED = 1
-EXIT_USAGE = 2
-
-
-# Set by the task function; main() turns it into the exit code. Raising out of the task
-# function instead would make Hydra write a second, multi-line error report.
-_exit: list[tuple[int, str]] = []
 
 
 def to_config(cfg: DictConfig) -> PerflabConfig:
@@ -49,39 +40,24 @@ def to_config(cfg: DictConfig) -> PerflabConfig:
         raise ConfigError(key, "???", allowed, "required") from exc
 
 
-def _failed_record(request: Any, status: str, message: str) -> TrialRecord:
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    return TrialRecord(
-        status=status,
-        config=request.config_dict,
-        settings={},
-        started_at=now,
-        finished_at=now,
-        error=ErrorInfo(status, message, ""),
-        choices=dict(request.choices),
-        environment=dict(request.invocation),
-    )
-
-
 def run_single(
     cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
 ) -> Path:
     """Run one trial in a fresh process; return its record path or raise."""
     from perflab.isolation import run_isolated
-    from perflab.trial import TrialRequest, run_trial
+    from perflab.trial import TrialRequest, failure_record, run_trial
 
     record_path = job_dir / "trials" / "000.json"
     request = TrialRequest(
         cfg, config_dict, str(record_path), environment.invocation(), choices=choices
     )
-    outcome = run_isolated(run_trial, request, cfg.trial.timeout_s)
-    if outcome.kind == "config_error":
-        raise PerflabError(outcome.message)
-    if outcome.kind != "ok":
+    result = run_isolated(run_trial, request, cfg.trial.timeout_s)
+    if result.kind == "config_error":
+        raise PerflabError(result.message)
+    if result.kind != "ok":
         # The child died or hung before writing its record: the parent writes it, so a
         # failure is never a lost result.
-        status = "timeout" if outcome.kind == "timeout" else "failed"
-        write_record(record_path, _failed_record(request, status, outcome.message))
+        write_record(record_path, failure_record(request, result.kind, result.message))
     return record_path
 
 
@@ -98,7 +74,7 @@ def _app(cfg: DictConfig) -> None:
     try:
         _run_app(cfg)
     except PerflabError as exc:
-        _exit.append((EXIT_USAGE, f"error: {exc}"))
+        outcome.report(outcome.EXIT_USAGE, f"error: {exc}")
 
 
 def _run_app(cfg: DictConfig) -> None:
@@ -112,7 +88,7 @@ def _run_app(cfg: DictConfig) -> None:
     record = load_record(record_path)
     print(trial_summary(record, _display_path(record_path)))
     if record.status != "ok":
-        _exit.append((EXIT_TRIAL_FAILED, f"trial {record.status}; see {record_path}"))
+        outcome.report(outcome.EXIT_FAILED, f"trial {record.status}; see {record_path}")
 
 
 def one_line(exc: BaseException) -> str:
@@ -122,11 +98,14 @@ def one_line(exc: BaseException) -> str:
         group, _, name = exc.missing_cfg_file.rpartition("/")
         return f"{group}={name}: no such option; allowed: {options}"
     text, cause = str(exc), exc.__cause__
-    unknown = re.search(r"Could not override '(\S+)'", text)
+    unknown = re.search(
+        r"Could not override '(\S+)'\.\s+To append to your config use \+(\S+)", text
+    )
     if unknown:
+        key, override = unknown.groups()
         return (
-            f"{unknown.group(1)}: no such config field; allowed: the fields listed by "
-            "perflab --help (free-form keys only under +model.args. or +data.dataset_args.)"
+            f"{key}: no such config field; allowed: the fields `perflab --cfg job` lists; "
+            f"new keys inside a free-form dict are added with +{override}"
         )
     merging = re.search(r"override (\S+=\S*)", text)
     if merging and isinstance(cause, OmegaConfBaseException):
@@ -155,9 +134,10 @@ def main() -> None:
     except (PerflabError, HydraException, OmegaConfBaseException) as exc:
         message = str(exc) if isinstance(exc, PerflabError) else one_line(exc)
         print(f"perflab: error: {message}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-    if _exit:
-        code, message = _exit[-1]
+        sys.exit(outcome.EXIT_USAGE)
+    worst = outcome.worst()
+    if worst is not None:
+        code, message = worst
         print(f"perflab: {message}", file=sys.stderr)
         sys.exit(code)
 

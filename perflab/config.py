@@ -28,6 +28,7 @@ OPTIMIZERS = ("sgd", "adamw")
 DATA_SOURCES = ("loader", "memory")
 INPUT_DTYPES = ("float32", "int64")
 TARGET_KINDS = ("classes", "regression", "none")
+METRICS = ("latency", "throughput")
 
 
 def ref(key: str) -> Any:
@@ -195,10 +196,39 @@ class TrialConfig:
 
 
 @dataclass
+class ScheduleConfig:
+    """How a sweep (perflab -m ...) is run as an interleaved experiment."""
+
+    # every round runs one trial of every variant, in a freshly shuffled order; fewer
+    # than 10 rounds made the t interval measurably anti-conservative (DESIGN.md)
+    min_rounds: int = 10
+    max_rounds: int = 30
+    # stop once every comparison's CI half-width (relative, 0.02 = +-2 %) is this small
+    target_half_width: float = 0.02
+    # no new round starts once this many seconds have passed
+    time_budget_s: float = 240.0
+    # confidence level of every interval
+    confidence: float = 0.95
+    # practical-equivalence band; the band used is max(delta, the A/A noise floor)
+    delta: float = 0.01
+    # latency: median step time per trial; throughput: timed ns per item per trial
+    metric: str = "latency"
+    # run a hidden second copy of a baseline (A/A) to measure the noise floor
+    sentinel: bool = True
+    # your own treatments: swept key -> its baseline value, e.g. {model.args.fused: false}
+    treatments: dict[str, Any] = field(default_factory=dict)
+    # seeds the order of variants in each round
+    shuffle_seed: int = 0
+    # a label printed on every result, e.g. "exploratory" for the quick preset
+    label: str = ""
+
+
+@dataclass
 class PerflabConfig:
     model: Any = MISSING
     data: DataConfig = field(default_factory=DataConfig)
     trial: TrialConfig = field(default_factory=TrialConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     # samples per step
     batch_size: int = 32
     # train: forward, backward, optimizer step; infer: forward under inference_mode
@@ -270,6 +300,7 @@ def validate(cfg: PerflabConfig) -> None:
     _validate_model(cfg.model)
     _validate_data(cfg.data)
     _validate_trial(cfg.trial)
+    _validate_schedule(cfg.schedule)
     _validate_combinations(cfg)
 
 
@@ -341,6 +372,32 @@ def _validate_trial(trial: TrialConfig) -> None:
     _at_least("trial.max_s", trial.max_s, trial.min_s, "trial.min_s")
     _require(trial.timeout_s > 0, "trial.timeout_s", trial.timeout_s, "> 0", "must be positive")
     _at_least("trial.min_event_window_us", trial.min_event_window_us, 0)
+
+
+def _validate_schedule(s: ScheduleConfig) -> None:
+    _at_least("schedule.min_rounds", s.min_rounds, 2)
+    _at_least("schedule.max_rounds", s.max_rounds, s.min_rounds, "schedule.min_rounds")
+    _require(
+        s.target_half_width > 0,
+        "schedule.target_half_width",
+        s.target_half_width,
+        "> 0, e.g. 0.02 for +-2 %",
+        "must be positive",
+    )
+    _require(
+        s.time_budget_s > 0, "schedule.time_budget_s", s.time_budget_s, "> 0", "must be positive"
+    )
+    _require(
+        0.5 < s.confidence < 1,
+        "schedule.confidence",
+        s.confidence,
+        "between 0.5 and 1, e.g. 0.95",
+        "out of range",
+    )
+    _require(
+        0 <= s.delta < 0.5, "schedule.delta", s.delta, "0 <= delta < 0.5, e.g. 0.01", "out of range"
+    )
+    _one_of("schedule.metric", s.metric, METRICS)
 
 
 def _validate_combinations(cfg: PerflabConfig) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from perflab.records import TrialRecord
 from perflab.stats import summarize_trial
@@ -53,4 +54,68 @@ def trial_summary(record: TrialRecord, path: Path) -> str:
         why = why.strip().splitlines()[0] if why.strip() else ""
         lines.append(f"  status: {record.status.upper()}: {why}")
     lines.append(f"  record: {path}")
+    return "\n".join(lines)
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.3f}x" if x < 10 else f"{x:.1f}x"
+
+
+def _ci(c: dict[str, Any]) -> str:
+    return f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+
+
+def _comparison_row(c: dict[str, Any]) -> list[str]:
+    if "speedup" not in c:
+        return [c["variant"], c["baseline"], "-", "-", c["verdict"], "fewer than 2 paired rounds"]
+    note = c.get("note", "")
+    if c["verdict"] == "INCONCLUSIVE" and not note:
+        more = c.get("rounds_to_decide")
+        note = f"~{more} rounds would likely decide" if more else "effect sits on the band edge"
+    if c.get("distribution_sensitive"):
+        note = (note + "; " if note else "") + "distribution-sensitive (robust CI disagrees)"
+    return [c["variant"], c["baseline"], _ratio(c["speedup"]), _ci(c), c["verdict"], note]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def experiment_table(summary: dict[str, Any]) -> str:
+    """The console view of summary.json: one line per comparison, then the sentinel."""
+    level = f"{summary['ci_level']:.0%}"
+    metric = {"latency": "median step time per trial", "throughput": "time per sample per trial"}[
+        summary["metric"]
+    ]
+    lines = [
+        f"perflab experiment: {summary['rounds']} rounds, stopped: {summary['stop_reason']} "
+        f"({summary['elapsed_s']:.0f} s); metric: {summary['metric']} ({metric}); "
+        f"speedup = baseline / variant; {level} CI; band +-{summary['delta']:.1%}"
+    ]
+    if summary.get("label"):
+        lines.append(f"  label: {summary['label']}")
+    for warning in summary["unreliable"]:
+        lines.append(f"  UNRELIABLE: {warning}")
+    header = ["variant", "baseline", "speedup", f"{level} CI", "verdict", ""]
+    rows = [_comparison_row(c) for c in summary["comparisons"]]
+    if rows:
+        lines += _table([header, *rows])
+    else:
+        lines.append("  no comparisons: no swept knob has a baseline in this sweep")
+    s = summary.get("sentinel")
+    if s:
+        lines.append(
+            f"  A/A sentinel: {_ratio(s['speedup'])} {_ci(s)} {s['verdict']}; "
+            f"noise floor +-{s['noise_floor']:.1%}"
+        )
+    for v in summary["variants"]:
+        if v["failed"]:
+            first = next(iter(v["failed"].values()))
+            lines.append(f"  FAILED trials in {v['label']}: {len(v['failed'])} ({first})")
+        for flag in v["health"]:
+            lines.append(f"  health, {v['label']}: {flag}")
     return "\n".join(lines)

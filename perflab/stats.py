@@ -1,16 +1,41 @@
-"""Pure functions over raw samples: no torch, no I/O. Summaries are recomputed, never stored."""
+"""Pure statistics over plain numbers: no torch, no I/O, nothing stored as truth.
+
+The unit of analysis is the trial (one process), not the step: steps inside one process
+share allocator layout, autotune choices and clocks, so pooling them as independent
+samples gives confidence intervals far too narrow (DESIGN.md measured 22-72 % false
+verdicts in A/A simulations). Every estimate of an effect here is computed from one
+number per trial, paired by round.
+
+References: paired log-ratio and Student t (Kalibera & Jones, "Rigorous benchmarking in
+reasonable time", 2013); Hodges-Lehmann estimator with the Wilcoxon signed-rank interval
+(Hollander & Wolfe, "Nonparametric statistical methods", ch. 3); Holm (1979) and
+Benjamini-Hochberg (1995) adjustments; PELT changepoints (Killick et al., 2012).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy import stats as sps
 
 from perflab.records import TrialRecord
 
+FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"
+METRICS = ("latency", "throughput")
 
-def percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
+# A percentile is "bounded" by the data when at least this many samples lie beyond it;
+# below that it is descriptive only (a p99 from 50 samples is the maximum, not a p99).
+TAIL_SAMPLES_NEEDED = 10
+
+
+# --- one trial -----------------------------------------------------------------------
+
+
+def percentiles(values: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
     """Percentiles by linear interpolation between order statistics (numpy's default)."""
     if not len(values):
         return [float("nan")] * len(qs)
@@ -19,6 +44,21 @@ def percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
 
 def per_step_ns(step_ns: Sequence[int], steps_per_sample: int) -> list[float]:
     return [v / steps_per_sample for v in step_ns]
+
+
+def trial_cost(record: TrialRecord, metric: str) -> float:
+    """One number per trial, lower is better, in ns.
+
+    latency: the median step time (robust to the odd preempted step).
+    throughput: total timed ns per item over the whole block: stalls are real cost.
+    """
+    samples = record.samples
+    if samples is None or not samples.step_ns:
+        raise ValueError("a trial without samples has no cost")
+    if metric == "latency":
+        return percentiles(per_step_ns(samples.step_ns, samples.steps_per_sample), (50,))[0]
+    items = len(samples.step_ns) * samples.steps_per_sample * int(record.settings["batch_size"])
+    return sum(samples.step_ns) / items
 
 
 @dataclass(frozen=True)
@@ -43,17 +83,319 @@ def summarize_trial(record: TrialRecord) -> TrialSummary:
         raise ValueError("a trial without samples has no summary")
     steps = per_step_ns(samples.step_ns, samples.steps_per_sample)
     p50, p90, p99 = percentiles(steps, (50, 90, 99))
-    total_ns = sum(samples.step_ns)
-    n_steps = len(samples.step_ns) * samples.steps_per_sample
-    batch = int(record.settings.get("batch_size", 1))
     return TrialSummary(
-        steps=n_steps,
+        steps=len(samples.step_ns) * samples.steps_per_sample,
         p50_ns=p50,
         p90_ns=p90,
         p99_ns=p99,
         mean_ns=float(np.mean(steps)) if steps else float("nan"),
-        throughput=n_steps * batch / (total_ns / 1e9) if total_ns else float("nan"),
+        throughput=1e9 / trial_cost(record, "throughput"),
         first_call_ns=samples.first_call_ns,
         phase_median_ns={k: percentiles(v, (50,))[0] for k, v in samples.phases_ns.items()},
         peak_memory_bytes=record.memory.get("peak_bytes"),
     )
+
+
+# --- descriptive statistics of many steps ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Description:
+    n: int
+    mean: float
+    std: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    iqr: float
+    mad: float
+    cv: float
+    # percentiles with at least TAIL_SAMPLES_NEEDED samples beyond them; the others are
+    # descriptive only
+    bounded: tuple[str, ...]
+
+
+def describe(values: Sequence[float]) -> Description:
+    x = np.asarray(values, dtype=np.float64)
+    p25, p50, p75, p90, p95, p99 = percentiles(x, (25, 50, 75, 90, 95, 99))
+    mean = float(x.mean())
+    std = float(x.std(ddof=1)) if len(x) > 1 else 0.0
+    bounded = tuple(
+        name
+        for name, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+        if len(x) * (1 - q) >= TAIL_SAMPLES_NEEDED
+    )
+    return Description(
+        n=len(x),
+        mean=mean,
+        std=std,
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        iqr=p75 - p25,
+        mad=float(np.median(np.abs(x - p50))),
+        cv=std / mean if mean else float("nan"),
+        bounded=bounded,
+    )
+
+
+def tukey_outliers(values: Sequence[float], k: float = 1.5) -> list[int]:
+    """Indices outside [Q1 - k*IQR, Q3 + k*IQR]. Flagged, never dropped."""
+    q1, q3 = percentiles(values, (25, 75))
+    low, high = q1 - k * (q3 - q1), q3 + k * (q3 - q1)
+    return [i for i, v in enumerate(values) if v < low or v > high]
+
+
+def mad_outliers(values: Sequence[float] | np.ndarray, threshold: float = 3.5) -> list[int]:
+    """Indices whose modified z-score |x - median| / (1.4826 MAD) exceeds threshold
+    (Iglewicz & Hoaglin's 3.5). Flagged, never dropped."""
+    x = np.asarray(values, dtype=np.float64)
+    med = np.median(x)
+    mad = 1.4826 * np.median(np.abs(x - med))
+    if mad == 0:
+        return []
+    return [int(i) for i in np.nonzero(np.abs(x - med) / mad > threshold)[0]]
+
+
+# --- paired comparison of two variants ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A speedup S = cost_baseline / cost_variant (> 1 means the variant is faster)."""
+
+    speedup: float
+    low: float
+    high: float
+    level: float
+    n: int
+    # mean and standard deviation of the per-round log-ratios
+    mean_log: float
+    sd_log: float
+    # two-sided p-value of "no difference" (S = 1)
+    p_value: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the CI width, relative: the larger distance of an end from the estimate."""
+        return max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+
+def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[float]:
+    """d_r = ln(base_r) - ln(variant_r) per round: positive when the variant is faster."""
+    return [math.log(b) - math.log(v) for b, v in zip(base, variant, strict=True)]
+
+
+def paired_effect(d: Sequence[float], level: float = 0.95) -> Effect:
+    """Student t interval on the mean log-ratio, exponentiated back to a speedup."""
+    n = len(d)
+    if n < 2:
+        raise ValueError("a paired interval needs at least 2 rounds")
+    x = np.asarray(d, dtype=np.float64)
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    if sd > 0:
+        p = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    else:
+        p = 1.0 if mean == 0 else 0.0
+    return Effect(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), level, n, mean, sd, p
+    )
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_cdf(n: int) -> tuple[float, ...]:
+    """Exact null distribution of the Wilcoxon signed-rank statistic W+ for n pairs:
+    cumulative P(W+ <= w) for w = 0 .. n(n+1)/2, by counting subsets of ranks."""
+    counts = np.zeros(n * (n + 1) // 2 + 1, dtype=np.float64)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):
+        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    return tuple(np.cumsum(counts) / 2.0**n)
+
+
+def _signed_rank_critical(n: int, alpha: float) -> int:
+    """The largest k with P(W+ < k) <= alpha/2: the k-th smallest and k-th largest Walsh
+    averages bound a (1 - alpha) interval. Exact up to n = 60, normal beyond."""
+    if n <= 60:
+        cdf = _signed_rank_cdf(n)
+        k = 0
+        while k < len(cdf) and cdf[k] <= alpha / 2:
+            k += 1
+        return k
+    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(0, int(math.floor(mean - float(sps.norm.ppf(1 - alpha / 2)) * sd)))
+
+
+def hodges_lehmann(d: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Hodges-Lehmann speedup (median of Walsh averages of the log-ratios) and the
+    distribution-free Wilcoxon signed-rank interval, as (estimate, low, high)."""
+    x = np.asarray(d, dtype=np.float64)
+    i, j = np.triu_indices(len(x))
+    walsh = np.sort((x[i] + x[j]) / 2)
+    k = _signed_rank_critical(len(x), 1 - level)
+    if k == 0:  # too few rounds for this level: the interval is unbounded
+        return math.exp(float(np.median(walsh))), 0.0, math.inf
+    return (
+        math.exp(float(np.median(walsh))),
+        math.exp(float(walsh[k - 1])),
+        math.exp(float(walsh[len(walsh) - k])),
+    )
+
+
+def welch_effect(base: Sequence[float], variant: Sequence[float], level: float = 0.95) -> Effect:
+    """Unpaired fallback: Welch's t interval on log trial costs (rounds not matched)."""
+    a, b = np.log(np.asarray(base, np.float64)), np.log(np.asarray(variant, np.float64))
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    mean, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
+    half = float(sps.t.ppf(0.5 + level / 2, df)) * se
+    p = float(2 * sps.t.sf(abs(mean) / se, df)) if se > 0 else float(mean == 0)
+    return Effect(
+        math.exp(mean),
+        math.exp(mean - half),
+        math.exp(mean + half),
+        level,
+        min(len(a), len(b)),
+        mean,
+        se * math.sqrt(min(len(a), len(b))),
+        p,
+    )
+
+
+def verdict(low: float, high: float, delta: float) -> str:
+    """Four states against the practical band [1 - delta, 1 + delta]."""
+    if low > 1 + delta:
+        return FASTER
+    if high < 1 - delta:
+        return SLOWER
+    if low >= 1 - delta and high <= 1 + delta:
+        return EQUIVALENT
+    return INCONCLUSIVE
+
+
+def rounds_to_decide(effect: Effect, delta: float, cap: int = 100_000) -> int | None:
+    """Rounds likely needed (at the current mean and spread) for the interval to clear
+    the nearest decision boundary; None when the estimate sits on a boundary."""
+    mean, sd = effect.mean_log, effect.sd_log
+    up, down = math.log(1 + delta), math.log(1 - delta)
+    if mean > up:
+        margin = mean - up
+    elif mean < down:
+        margin = down - mean
+    else:
+        margin = min(mean - down, up - mean)
+    if margin <= 0:
+        return None
+    if sd == 0:
+        return effect.n
+    z = float(sps.norm.ppf(0.5 + effect.level / 2))
+    n = max(effect.n, 2)
+    for _ in range(20):  # fixed point: t's quantile depends on n
+        t = float(sps.t.ppf(0.5 + effect.level / 2, max(n - 1, 1))) if n < 1000 else z
+        needed = math.ceil((t * sd / margin) ** 2)
+        if needed == n or needed > cap:
+            break
+        n = max(needed, 2)
+    return None if needed > cap else max(needed, effect.n)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate control)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
+    adjusted = [0.0] * m
+    running = 1.0
+    for rank, i in enumerate(order):
+        running = min(running, p_values[i] * m / (m - rank))
+        adjusted[i] = running
+    return adjusted
+
+
+# --- steady state and variance -----------------------------------------------------------
+
+
+def block_medians(values: Sequence[float], block: int = 10) -> list[float]:
+    return [
+        float(np.median(values[i : i + block])) for i in range(0, len(values) - block + 1, block)
+    ]
+
+
+def changepoints(
+    series: Sequence[float], penalty: float | None = None, min_sigma: float = 0.005
+) -> list[int]:
+    """PELT for changes in mean under Gaussian noise; returns the indices where a new
+    segment starts. Noise is estimated robustly from successive differences, so a step
+    change does not inflate it. Default penalty 8 ln(n), stricter than BIC's 2 ln(n):
+    timing noise is heavy-tailed, and a false "not steady" flag costs a user trust. On
+    log step times the default min_sigma (0.5 %) means level shifts under ~1 % between
+    halves of a trial are not reported."""
+    x = np.asarray(series, dtype=np.float64)
+    n = len(x)
+    if n < 4:
+        return []
+    # Noise, robustly from successive differences; never below min_sigma, so that on a
+    # very steady series a shift too small to matter is not flagged.
+    sigma = max(1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2), min_sigma)
+    z = (x - np.median(x)) / sigma
+    beta = penalty if penalty is not None else 8 * math.log(n)
+    s1 = np.concatenate([[0.0], np.cumsum(z)])
+    s2 = np.concatenate([[0.0], np.cumsum(z * z)])
+
+    def cost(a: int, b: int) -> float:  # sum of squared deviations of z[a:b]
+        return float(s2[b] - s2[a] - (s1[b] - s1[a]) ** 2 / (b - a))
+
+    best = [-beta] + [0.0] * n
+    last = [0] * (n + 1)
+    candidates = [0]
+    for t in range(1, n + 1):
+        costs = [best[s] + cost(s, t) + beta for s in candidates]
+        i = int(np.argmin(costs))
+        best[t], last[t] = costs[i], candidates[i]
+        candidates = [s for s, c in zip(candidates, costs, strict=True) if c - beta <= best[t]]
+        candidates.append(t)
+    points, t = [], n
+    while t > 0:
+        t = last[t]
+        if t > 0:
+            points.append(t)
+    return sorted(points)
+
+
+@dataclass(frozen=True)
+class VarianceSplit:
+    # variance of the per-trial log statistic that step noise inside trials explains
+    within: float
+    # the rest: trial-to-trial (process, placement, drift) variance
+    between: float
+    advice: str
+
+
+def variance_split(trials_log_steps: Sequence[Sequence[float]]) -> VarianceSplit:
+    """Split the variance of per-trial mean log step time into what step noise within a
+    trial explains (var/steps) and what is left between trials, with advice: more steps
+    per trial shrink the first, only more rounds shrink the second."""
+    means = [float(np.mean(t)) for t in trials_log_steps if len(t) > 1]
+    if len(means) < 2:
+        return VarianceSplit(float("nan"), float("nan"), "too few trials to split variance")
+    within = float(np.mean([np.var(t, ddof=1) / len(t) for t in trials_log_steps if len(t) > 1]))
+    between = max(float(np.var(means, ddof=1)) - within, 0.0)
+    if between >= within:
+        advice = "trial-to-trial variance dominates: more rounds help, longer trials do not"
+    else:
+        advice = "step noise within trials dominates: more steps per trial (trial.min_s) help"
+    return VarianceSplit(within, between, advice)

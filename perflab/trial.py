@@ -385,6 +385,30 @@ def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
     }
 
 
+def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecord:
+    """The record the parent writes for a trial process that died ("crashed") or hung
+    ("timeout") before it could write its own: a failure is never a lost result."""
+    now = _now()
+    status = "timeout" if kind == "timeout" else "failed"
+    return TrialRecord(
+        status=status,
+        config=request.config_dict,
+        settings={},
+        started_at=now,
+        finished_at=now,
+        round=request.round,
+        choices=dict(request.choices),
+        error=ErrorInfo(status, message, ""),
+        environment=dict(request.invocation),
+    )
+
+
+def check_settings(cfg: PerflabConfig) -> list[str]:
+    """Resolve the config on this machine without running anything: raises ConfigError
+    for impossible settings, returns the warnings for unwise ones."""
+    return resolve(cfg).warnings
+
+
 def run_trial(request: TrialRequest) -> str:
     """Run one trial in this process and write its record; return the record's status.
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from tiny import TINY
 
 from perflab.errors import ConfigError
 from perflab.records import load_record
 from perflab.trial import INFER_PHASES, TRAIN_PHASES, TrialRequest, run_trial
-
-from .conftest import TINY
 
 
 def _run(tmp_path, cfg, name="000.json"):

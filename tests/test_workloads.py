@@ -4,11 +4,10 @@ import time
 
 import pytest
 import torch
+from tiny import TINY
 
 from perflab.workloads import build_model, build_workload, make_loss
 from perflab.workloads.data import InfiniteSampler, SyntheticDataset
-
-from .conftest import TINY
 
 
 @pytest.mark.parametrize("choice", ["mlp", "convnet", "transformer"])

@@ -44,7 +44,7 @@ class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         x = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8).float().div_(255.0)
         for _ in range(self.augment_passes):
             x = _augment(x, gen)
-        x = (x - x.mean()) / (x.std() + 1e-6)
+        x = (x - x.mean()) / (x.std(correction=0) + 1e-6)
         if self.input_spec.dtype == "int64":
             x = (x.abs() * 1000).long().remainder_(self.input_spec.high)
         return x, self._target(gen)

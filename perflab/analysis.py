@@ -1,0 +1,321 @@
+"""From the records of a sweep to its summary: per-variant numbers, comparisons, verdicts.
+
+Pure functions over what is on disk (experiment.json and the trial records), so running
+the analysis again on the same directory gives the same numbers, bit for bit, and a
+finished or interrupted sweep can be analysed on a machine without torch or the model:
+
+    python -m perflab.analysis SWEEP_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perflab import stats
+from perflab.errors import RecordError
+from perflab.plan import Plan, Variant
+from perflab.records import TrialRecord, load_record
+
+EXPERIMENT_FILE = "experiment.json"
+SUMMARY_FILE = "summary.json"
+# IQR/median of a trial's steps above these: noisy, then grossly noisy (DESIGN.md)
+NOISE_WARN, NOISE_GROSS = 0.10, 0.25
+# Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
+EXPLORATORY_COMPARISONS = 20
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What experiment.json holds: the plan, the schedule settings and how the run went."""
+
+    plan: Plan
+    # the schedule.* settings the sweep ran with
+    schedule: dict[str, Any]
+    # "running", "precision reached", "max rounds", "time budget", "interrupted"
+    stop_reason: str
+    rounds: int
+    elapsed_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan.to_dict(),
+            "schedule": self.schedule,
+            "stop_reason": self.stop_reason,
+            "rounds": self.rounds,
+            "elapsed_s": self.elapsed_s,
+        }
+
+    @classmethod
+    def load(cls, sweep_dir: Path) -> Experiment:
+        data = json.loads((Path(sweep_dir) / EXPERIMENT_FILE).read_text())
+        return cls(
+            Plan.from_dict(data["plan"]),
+            data["schedule"],
+            data["stop_reason"],
+            data["rounds"],
+            data["elapsed_s"],
+        )
+
+
+def load_trials(sweep_dir: Path, plan: Plan) -> dict[str, dict[int, TrialRecord]]:
+    """Every readable record of every variant, by round. Unreadable files are skipped
+    (and named) rather than stopping the analysis."""
+    trials: dict[str, dict[int, TrialRecord]] = {}
+    for variant in plan.variants:
+        by_round: dict[int, TrialRecord] = {}
+        for path in sorted((Path(sweep_dir) / variant.dir / "trials").glob("r*.json")):
+            try:
+                record = load_record(path)
+            except RecordError as exc:
+                print(f"perflab: skipping {exc}", file=sys.stderr)
+                continue
+            by_round[record.round] = record
+        trials[variant.name] = by_round
+    return trials
+
+
+def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
+    """Per-round trial cost of the ok trials."""
+    return {r: stats.trial_cost(t, metric) for r, t in trials.items() if t.status == "ok"}
+
+
+def compare(
+    base: dict[int, float], var: dict[int, float], level: float, delta: float
+) -> dict[str, Any] | None:
+    """Paired comparison over the rounds where both trials are ok."""
+    rounds = sorted(set(base) & set(var))
+    if len(rounds) < 2:
+        return None
+    d = stats.paired_log_ratios([base[r] for r in rounds], [var[r] for r in rounds])
+    effect = stats.paired_effect(d, level)
+    hl, hl_low, hl_high = stats.hodges_lehmann(d, level)
+    outliers = stats.mad_outliers(d)
+    result: dict[str, Any] = {
+        "speedup": effect.speedup,
+        "ci_low": effect.low,
+        "ci_high": effect.high,
+        "ci_level": level,
+        "half_width": effect.half_width,
+        "rounds": effect.n,
+        "p_value": effect.p_value,
+        "sd_log_ratio": effect.sd_log,
+        "verdict": stats.verdict(effect.low, effect.high, delta),
+        "hodges_lehmann": {"speedup": hl, "ci_low": hl_low, "ci_high": hl_high},
+        # the robust interval leaves the band the t interval is in: skewed or bimodal data
+        "distribution_sensitive": stats.verdict(hl_low, hl_high, delta)
+        != stats.verdict(effect.low, effect.high, delta)
+        and math.isfinite(hl_high),
+        "outlier_rounds": [rounds[i] for i in outliers],
+        "rounds_to_decide": None,
+    }
+    if outliers and len(rounds) - len(outliers) >= 2:
+        kept = [x for i, x in enumerate(d) if i not in outliers]
+        without = stats.paired_effect(kept, level)
+        result["without_outliers"] = {
+            "speedup": without.speedup,
+            "ci_low": without.low,
+            "ci_high": without.high,
+        }
+    if result["verdict"] == stats.INCONCLUSIVE:
+        result["rounds_to_decide"] = stats.rounds_to_decide(effect, delta)
+    return result
+
+
+def _steady_state(record: TrialRecord) -> bool:
+    """False when the block medians of log step time change level inside the trial."""
+    assert record.samples is not None
+    logs = [math.log(v) for v in record.samples.step_ns]
+    return not stats.changepoints(stats.block_medians(logs, 10))
+
+
+def variant_summary(
+    variant: Variant, trials: dict[int, TrialRecord], metric: str
+) -> dict[str, Any]:
+    ok = [t for _, t in sorted(trials.items()) if t.status == "ok"]
+    summary: dict[str, Any] = {
+        "name": variant.name,
+        "label": variant.label,
+        "dir": variant.dir,
+        "trials": len(trials),
+        "ok": len(ok),
+        "failed": {str(r): _why(t) for r, t in sorted(trials.items()) if t.status != "ok"},
+        "health": [],
+    }
+    if not ok:
+        return summary
+    samples = [t.samples for t in ok if t.samples is not None]
+    steps = [s for x in samples for s in stats.per_step_ns(x.step_ns, x.steps_per_sample)]
+    per_trial = [stats.summarize_trial(t) for t in ok]
+    trial_costs = [stats.trial_cost(t, metric) for t in ok]
+    d = stats.describe(steps)
+    summary.update(
+        {
+            "step_ns": {
+                "p50": d.p50,
+                "p90": d.p90,
+                "p95": d.p95,
+                "p99": d.p99,
+                "mean": d.mean,
+                "std": d.std,
+                "iqr": d.iqr,
+                "mad": d.mad,
+                "cv": d.cv,
+                "bounded_percentiles": list(d.bounded),
+                "steps": d.n,
+            },
+            "trial_cost_ns": {
+                "median": float(np.median(trial_costs)),
+                "outlier_trials": [ok[i].round for i in stats.mad_outliers(np.log(trial_costs))],
+            },
+            "throughput": float(np.median([p.throughput for p in per_trial])),
+            "first_call_ns": float(np.median([p.first_call_ns for p in per_trial])),
+            "phase_median_ns": {
+                k: float(np.median([p.phase_median_ns[k] for p in per_trial]))
+                for k in per_trial[0].phase_median_ns
+            },
+            "peak_memory_bytes": max((p.peak_memory_bytes or 0) for p in per_trial),
+            "load_max": max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
+            "settings": ok[0].settings,
+        }
+    )
+    split = stats.variance_split([[math.log(v) for v in x.step_ns] for x in samples])
+    summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
+    summary["health"] = _health(ok, d)
+    return summary
+
+
+def _why(record: TrialRecord) -> str:
+    if record.invalid_reason:
+        return f"{record.status}: {record.invalid_reason}"
+    return f"{record.status}: {record.error.message.splitlines()[0] if record.error else ''}"
+
+
+def _health(ok: list[TrialRecord], d: stats.Description) -> list[str]:
+    flags = []
+    noise = float(
+        np.median(
+            [
+                stats.describe(t.samples.step_ns).iqr  # type: ignore[union-attr]
+                / stats.describe(t.samples.step_ns).p50  # type: ignore[union-attr]
+                for t in ok
+            ]
+        )
+    )
+    if noise >= NOISE_GROSS:
+        flags.append(f"grossly noisy steps: IQR/median {noise:.0%} (>= {NOISE_GROSS:.0%})")
+    elif noise >= NOISE_WARN:
+        flags.append(f"noisy steps: IQR/median {noise:.0%} (>= {NOISE_WARN:.0%})")
+    unsteady = sum(not _steady_state(t) for t in ok)
+    if unsteady:
+        flags.append(
+            f"{unsteady}/{len(ok)} trials changed level inside the timed block "
+            "(not steady: longer warm-up may help)"
+        )
+    evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
+    if evidence_off:
+        flags.append(f"knob not in effect: {', '.join(evidence_off)}")
+    return flags
+
+
+def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -> dict[str, Any]:
+    """The summary of an experiment, as written to summary.json."""
+    plan, sched = experiment.plan, experiment.schedule
+    metric, level = sched["metric"], sched["confidence"]
+    cost = {name: costs(t, metric) for name, t in trials.items()}
+    sentinel = None
+    delta = sched["delta"]
+    pair = plan.sentinel()
+    if pair is not None:
+        sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta)
+        if sentinel is not None:
+            floor = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
+            sentinel["noise_floor"] = floor
+            delta = max(delta, floor)
+            sentinel["verdict"] = stats.verdict(
+                sentinel["ci_low"], sentinel["ci_high"], sched["delta"]
+            )
+    comparisons = []
+    for variant, base in plan.comparisons():
+        result = compare(cost[base.name], cost[variant.name], level, delta)
+        entry = {
+            "variant": variant.label,
+            "baseline": base.label,
+            "cell": variant.cell,
+            "metric": metric,
+            "delta": delta,
+            **(result or {"verdict": "NO DATA"}),
+        }
+        comparisons.append(entry)
+    _adjust(comparisons, 1 - level)
+    unreliable = []
+    if sentinel is not None and sentinel["verdict"] in (stats.FASTER, stats.SLOWER):
+        unreliable.append(
+            "the A/A sentinel differed from its baseline: timings drifted or "
+            "the machine was disturbed; do not trust the verdicts"
+        )
+    return {
+        "metric": metric,
+        "ci_level": level,
+        "delta_requested": sched["delta"],
+        "delta": delta,
+        "label": sched.get("label", ""),
+        "rounds": experiment.rounds,
+        "stop_reason": experiment.stop_reason,
+        "elapsed_s": experiment.elapsed_s,
+        "unreliable": unreliable,
+        "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
+        "sentinel": sentinel,
+        "comparisons": comparisons,
+        "variants": [variant_summary(v, trials[v.name], metric) for v in plan.variants],
+    }
+
+
+def _adjust(comparisons: list[dict[str, Any]], alpha: float) -> None:
+    """Holm across the comparisons of the experiment (Benjamini-Hochberg for an
+    exploratory grid); a FASTER/SLOWER whose adjusted p-value is not below alpha is
+    downgraded to INCONCLUSIVE."""
+    done = [c for c in comparisons if "p_value" in c]
+    if not done:
+        return
+    raw = [c["p_value"] for c in done]
+    exploratory = len(comparisons) > EXPLORATORY_COMPARISONS
+    adjusted = stats.benjamini_hochberg(raw) if exploratory else stats.holm(raw)
+    for c, p in zip(done, adjusted, strict=True):
+        c["p_adjusted"] = p
+        c["adjustment"] = "benjamini-hochberg" if exploratory else "holm"
+        if c["verdict"] in (stats.FASTER, stats.SLOWER) and p >= alpha:
+            c["verdict"] = stats.INCONCLUSIVE
+            c["note"] = f"not significant after {c['adjustment']} adjustment (p={p:.3g})"
+
+
+def analyze_dir(sweep_dir: Path) -> dict[str, Any]:
+    experiment = Experiment.load(sweep_dir)
+    return analyze(experiment, load_trials(sweep_dir, experiment.plan))
+
+
+def main(argv: list[str] | None = None) -> None:
+    from perflab.console import experiment_table
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m perflab.analysis SWEEP_DIR", file=sys.stderr)
+        sys.exit(2)
+    sweep_dir = Path(args[0])
+    if not (sweep_dir / EXPERIMENT_FILE).exists():
+        print(
+            f"perflab: error: {sweep_dir}: no {EXPERIMENT_FILE}; not a perflab sweep directory",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    print(experiment_table(analyze_dir(sweep_dir)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The experiment plan: which variants a sweep has, which are compared with which.
+
+Built-in knobs have a known "off" baseline (amp off, compile off, channels_last off,
+num_workers 0, pin_memory off); ``schedule.treatments`` declares more (any key, with its
+baseline value). Every other swept key (batch_size, model, ...) splits the variants into
+cells, and comparisons stay inside a cell: each variant is compared with the variant of
+its cell whose treatment keys are all at their baseline values. A hidden A/A sentinel, a
+second copy of the first cell's baseline, measures the noise floor.
+
+Plain data only: the plan is saved as plan.json in the sweep directory so the analysis
+can be re-run from the records alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from perflab.errors import PerflabError
+
+# knob -> its "off" value, as the validated config holds it
+BUILTIN_TREATMENTS: dict[str, Any] = {
+    "amp": "off",
+    "compile": "off",
+    "channels_last": False,
+    "num_workers": 0,
+    "pin_memory": False,
+}
+SENTINEL = "sentinel"
+
+
+@dataclass(frozen=True)
+class Variant:
+    # "0", "1", ... (Hydra's job number) or "sentinel"
+    name: str
+    # the swept settings that make this variant, e.g. "amp=bf16 batch_size=64"
+    label: str
+    # job directory, relative to the sweep directory
+    dir: str
+    # Hydra overrides of this job
+    overrides: list[str]
+    # values of the swept keys that are not treatments: variants are compared within a cell
+    cell: dict[str, Any]
+    # values of the swept treatment keys
+    treatment: dict[str, Any]
+    # name of the variant this one is compared with; None for baselines
+    baseline: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    variants: list[Variant]
+    # swept keys, in the order they first appear on the command line
+    swept: list[str]
+    # treatment key -> baseline value, for the swept treatment keys
+    treatments: dict[str, Any] = field(default_factory=dict)
+
+    def by_name(self, name: str) -> Variant:
+        return next(v for v in self.variants if v.name == name)
+
+    def comparisons(self) -> list[tuple[Variant, Variant]]:
+        """(variant, baseline) pairs, the sentinel excluded."""
+        return [
+            (v, self.by_name(v.baseline))
+            for v in self.variants
+            if v.baseline is not None and v.name != SENTINEL
+        ]
+
+    def sentinel(self) -> tuple[Variant, Variant] | None:
+        for v in self.variants:
+            if v.name == SENTINEL and v.baseline is not None:
+                return v, self.by_name(v.baseline)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        return cls(
+            [Variant(**v) for v in data["variants"]], data["swept"], data.get("treatments", {})
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    """One Hydra job of the sweep, as the launcher composed it."""
+
+    num: int
+    overrides: list[str]
+    # value of each overridden key: the validated config's value for a field, the
+    # option name for a config group (model=mlp)
+    values: dict[str, Any]
+
+
+def override_key(override: str) -> str:
+    key = override.split("=", 1)[0]
+    return key.lstrip("+~")
+
+
+def swept_keys(jobs: list[Job]) -> list[str]:
+    """Keys whose value differs between jobs, in command-line order."""
+    keys: list[str] = []
+    for job in jobs:
+        for override in job.overrides:
+            key = override_key(override)
+            if key not in keys and key.split(".")[0] != "hydra":
+                keys.append(key)
+    return [k for k in keys if len({repr(j.values.get(k)) for j in jobs}) > 1]
+
+
+def _label(values: dict[str, Any], keys: list[str]) -> str:
+    return " ".join(f"{k}={_fmt(values.get(k))}" for k in keys) or "baseline"
+
+
+def _fmt(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Plan:
+    """Group jobs into cells, find each cell's baseline, add the A/A sentinel."""
+    swept = swept_keys(jobs)
+    known = {**BUILTIN_TREATMENTS, **declared}
+    treatments = {k: known[k] for k in swept if k in known}
+    cell_keys = [k for k in swept if k not in treatments]
+    baselines: dict[str, Job] = {}
+    for job in jobs:
+        if all(job.values.get(k) == v for k, v in treatments.items()):
+            baselines.setdefault(repr([job.values.get(k) for k in cell_keys]), job)
+    variants = []
+    for job in jobs:
+        cell_id = repr([job.values.get(k) for k in cell_keys])
+        base = baselines.get(cell_id)
+        if base is None and treatments:
+            missing = " ".join(f"{k}={_fmt(v)}" for k, v in treatments.items())
+            where = _label(job.values, cell_keys)
+            raise PerflabError(
+                f"no baseline for {where}: the sweep has no variant with {missing} there; "
+                f"add the baseline values to the sweep (e.g. {next(iter(treatments))}="
+                f"{_fmt(next(iter(treatments.values())))},...)"
+            )
+        variants.append(
+            Variant(
+                name=str(job.num),
+                label=_label(job.values, swept),
+                dir=str(job.num),
+                overrides=list(job.overrides),
+                cell={k: job.values.get(k) for k in cell_keys},
+                treatment={k: job.values.get(k) for k in treatments},
+                baseline=None if base is None or base is job else str(base.num),
+            )
+        )
+    if sentinel:
+        first = next(v for v in variants if v.baseline is None)
+        variants.append(
+            Variant(
+                name=SENTINEL,
+                label=f"{first.label} (A/A copy)",
+                dir=SENTINEL,
+                overrides=list(first.overrides),
+                cell=dict(first.cell),
+                treatment=dict(first.treatment),
+                baseline=first.name,
+            )
+        )
+    return Plan(variants, swept, treatments)
