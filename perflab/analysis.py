@@ -20,7 +20,7 @@ import numpy as np
 
 from perflab import stats
 from perflab.errors import RecordError
-from perflab.plan import Plan, Variant
+from perflab.plan import SENTINEL, Plan, Variant
 from perflab.records import TrialRecord, load_record
 
 EXPERIMENT_FILE = "experiment.json"
@@ -218,6 +218,10 @@ def _health(ok: list[TrialRecord], d: stats.Description) -> list[str]:
             f"{unsteady}/{len(ok)} trials changed level inside the timed block "
             "(not steady: longer warm-up may help)"
         )
+    cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
+    load = max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0)
+    if cores and load > cores:
+        flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
     evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
     if evidence_off:
         flags.append(f"knob not in effect: {', '.join(evidence_off)}")
@@ -229,30 +233,25 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
     plan, sched = experiment.plan, experiment.schedule
     metric, level = sched["metric"], sched["confidence"]
     cost = {name: costs(t, metric) for name, t in trials.items()}
-    sentinel = None
-    delta = sched["delta"]
-    pair = plan.sentinel()
-    if pair is not None:
-        sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta)
-        if sentinel is not None:
-            floor = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
-            sentinel["noise_floor"] = floor
-            delta = max(delta, floor)
-            sentinel["verdict"] = stats.verdict(
-                sentinel["ci_low"], sentinel["ci_high"], sched["delta"]
-            )
+    sentinel, delta = _sentinel(plan, cost, level, sched["delta"])
+    variants = {v.name: variant_summary(v, trials[v.name], metric) for v in plan.variants}
     comparisons = []
     for variant, base in plan.comparisons():
         result = compare(cost[base.name], cost[variant.name], level, delta)
-        entry = {
-            "variant": variant.label,
-            "baseline": base.label,
-            "cell": variant.cell,
-            "metric": metric,
-            "delta": delta,
-            **(result or {"verdict": "NO DATA"}),
-        }
-        comparisons.append(entry)
+        health = variants[variant.name]["health"] + [
+            f"baseline: {h}" for h in variants[base.name]["health"]
+        ]
+        comparisons.append(
+            {
+                "variant": variant.label,
+                "baseline": base.label,
+                "cell": variant.cell,
+                "metric": metric,
+                "delta": delta,
+                "health": health,
+                **(result or {"verdict": "NO DATA"}),
+            }
+        )
     _adjust(comparisons, 1 - level)
     unreliable = []
     if sentinel is not None and sentinel["verdict"] in (stats.FASTER, stats.SLOWER):
@@ -273,8 +272,56 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
         "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
         "sentinel": sentinel,
         "comparisons": comparisons,
-        "variants": [variant_summary(v, trials[v.name], metric) for v in plan.variants],
+        "scaling": batch_scaling(plan, trials, level) if "batch_size" in plan.swept else [],
+        "variants": list(variants.values()),
     }
+
+
+def _sentinel(
+    plan: Plan, cost: dict[str, dict[int, float]], level: float, delta: float
+) -> tuple[dict[str, Any] | None, float]:
+    """The A/A comparison and the band it implies: delta = max(requested, noise floor),
+    the noise floor being how far from 1 the A/A interval reaches."""
+    pair = plan.sentinel()
+    if pair is None:
+        return None, delta
+    sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta)
+    if sentinel is None:
+        return None, delta
+    floor = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
+    sentinel["noise_floor"] = floor
+    return sentinel, max(delta, floor)
+
+
+def batch_scaling(
+    plan: Plan, trials: dict[str, dict[int, TrialRecord]], level: float
+) -> list[dict[str, Any]]:
+    """Throughput (samples/s) of each baseline variant, by batch size, with a t interval
+    over its trials (batch sizes are separate cells: unpaired, so no speedup claim)."""
+    rows = []
+    for v in plan.variants:
+        if v.baseline is not None or v.name == SENTINEL:
+            continue
+        logs = np.log([1e9 / c for c in costs(trials[v.name], "throughput").values()])
+        if len(logs) < 2:
+            continue
+        mean = float(logs.mean())
+        half = (
+            float(stats.sps.t.ppf(0.5 + level / 2, len(logs) - 1))
+            * float(logs.std(ddof=1))
+            / math.sqrt(len(logs))
+        )
+        rows.append(
+            {
+                "batch_size": v.cell.get("batch_size"),
+                "variant": v.label,
+                "throughput": math.exp(mean),
+                "ci_low": math.exp(mean - half),
+                "ci_high": math.exp(mean + half),
+                "trials": len(logs),
+            }
+        )
+    return rows
 
 
 def _adjust(comparisons: list[dict[str, Any]], alpha: float) -> None:

@@ -106,6 +106,18 @@ def experiment_table(summary: dict[str, Any]) -> str:
         lines += _table([header, *rows])
     else:
         lines.append("  no comparisons: no swept knob has a baseline in this sweep")
+    if summary.get("scaling"):
+        lines.append(f"  throughput by batch size ({level} CI over trials):")
+        rows = [
+            [
+                str(r["batch_size"]),
+                r["variant"],
+                f"{r['throughput']:,.0f}",
+                f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+            ]
+            for r in summary["scaling"]
+        ]
+        lines += _table([["batch_size", "variant", "samples/s", f"{level} CI"], *rows])
     s = summary.get("sentinel")
     if s:
         lines.append(

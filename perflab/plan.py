@@ -133,7 +133,7 @@ def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Pla
         base = baselines.get(cell_id)
         if base is None and treatments:
             missing = " ".join(f"{k}={_fmt(v)}" for k, v in treatments.items())
-            where = _label(job.values, cell_keys)
+            where = " ".join(f"{k}={_fmt(job.values.get(k))}" for k in cell_keys) or "the sweep"
             raise PerflabError(
                 f"no baseline for {where}: the sweep has no variant with {missing} there; "
                 f"add the baseline values to the sweep (e.g. {next(iter(treatments))}="

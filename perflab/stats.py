@@ -122,9 +122,7 @@ def describe(values: Sequence[float]) -> Description:
     mean = float(x.mean())
     std = float(x.std(ddof=1)) if len(x) > 1 else 0.0
     bounded = tuple(
-        name
-        for name, q in (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
-        if len(x) * (1 - q) >= TAIL_SAMPLES_NEEDED
+        f"p{q}" for q in (50, 90, 95, 99) if len(x) * (100 - q) >= TAIL_SAMPLES_NEEDED * 100
     )
     return Description(
         n=len(x),

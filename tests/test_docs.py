@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from perflab.config import DataConfig, InputSpec, PerflabConfig, TargetSpec, TrialConfig
+from perflab.config import (
+    DataConfig,
+    InputSpec,
+    PerflabConfig,
+    ScheduleConfig,
+    TargetSpec,
+    TrialConfig,
+)
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -21,6 +28,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
         ("trial.", TrialConfig),
         ("model.input.", InputSpec),
         ("model.target.", TargetSpec),
+        ("schedule.", ScheduleConfig),
     ],
 )
 def test_configuration_reference_names_every_field(prefix, schema):

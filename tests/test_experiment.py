@@ -1,0 +1,88 @@
+"""Sweeps end to end through perflab's Hydra launcher, on the spin ground truth."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from perflab.analysis import analyze_dir
+
+PERFLAB = str(Path(sys.executable).parent / "perflab")
+FAST = (
+    "preset=quick",
+    "schedule.min_rounds=3",
+    "schedule.max_rounds=3",
+    "trial.warmup_steps=2",
+    "trial.warmup_s=0",
+    "trial.min_steps=20",
+    "trial.min_s=0",
+)
+
+
+def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PERFLAB, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def sweep_dir(cwd: Path) -> Path:
+    [summary] = cwd.glob("multirun/*/*/summary.json")
+    return summary.parent
+
+
+def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
+    result = perflab(tmp_path, "+experiment=spin_ratio", *FAST)
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = result.stdout
+    assert "round 3/3" in out and "A/A sentinel" in out and "SLOWER" in out
+    root = sweep_dir(tmp_path)
+    for job in ("0", "1", "sentinel"):
+        assert sorted(p.name for p in (root / job / "trials").iterdir()) == [
+            "r000.json",
+            "r001.json",
+            "r002.json",
+        ]
+        assert (root / job / ".hydra" / "overrides.yaml").exists()
+    summary = json.loads((root / "summary.json").read_text())
+    [c] = summary["comparisons"]
+    assert (c["variant"], c["baseline"]) == ("model.step_us=2100", "model.step_us=2000")
+    # the true ratio is 2000/2100 plus the step's constant overhead (a few us)
+    assert 0.945 < c["speedup"] < 0.96 and c["verdict"] == "SLOWER"
+    assert summary["stop_reason"] in ("precision reached", "max rounds")
+    assert summary["rounds"] == 3
+    # analysing the saved records again gives the same numbers, bit for bit
+    assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
+
+
+def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
+    result = perflab(
+        tmp_path,
+        "model=mlp",
+        "model.hidden=8",
+        "model.in_features=8",
+        "batch_size=4",
+        "model.target.num_classes=10",
+        "model.num_classes=10,2",
+        *FAST,
+    )
+    assert result.returncode == 1
+    summary = json.loads((sweep_dir(tmp_path) / "summary.json").read_text())
+    ok, failed = summary["variants"][0], summary["variants"][1]
+    assert ok["ok"] == 3 and not ok["failed"]
+    assert failed["ok"] == 0 and len(failed["failed"]) == 1  # not scheduled again
+    assert "FAILED trials in model.num_classes=2" in result.stdout
+
+
+def test_an_impossible_variant_stops_the_sweep_before_measuring(tmp_path):
+    result = perflab(tmp_path, "model=mlp", "amp=off,fp16", *FAST)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("perflab: error: amp=fp16: unwise on this cpu")
+    assert not list(tmp_path.glob("multirun/*/*/*/trials/*.json"))
+
+
+def test_a_sweep_without_a_baseline_is_refused(tmp_path):
+    result = perflab(tmp_path, "model=mlp", "amp=bf16,true", *FAST)
+    assert result.returncode == 2
+    assert "no baseline for the sweep" in result.stderr
