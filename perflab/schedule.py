@@ -77,7 +77,8 @@ def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
 
 
 def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tuple[float, str]:
-    """The widest CI half-width among the comparisons (sentinel included), and whose."""
+    """The widest half-width among the comparisons (sentinel included), as the stopping
+    rule judges it (stats.stopping_half_width), and whose."""
     worst, who = 0.0, ""
     sentinel = plan.sentinel()
     pairs = plan.comparisons() + ([sentinel] if sentinel else [])
@@ -89,7 +90,7 @@ def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tu
         if len(rounds) < 2:
             return float("inf"), variant.label
         d = stats.paired_log_ratios([a[r] for r in rounds], [b[r] for r in rounds])
-        hw = stats.paired_effect(d, sched.confidence).half_width
+        hw = stats.stopping_half_width(stats.paired_effect(d, sched.confidence))
         if hw > worst:
             worst, who = hw, variant.label
     return worst, who

@@ -33,26 +33,26 @@ class Machine:
     outlier_size: float = 0.3
 
 
-def run_rounds(
-    rng: random.Random, true_ratio: float, rounds: int, machine: Machine, interleaved: bool = True
-) -> tuple[list[float], list[float]]:
-    """Per-round costs (ns) of a baseline and a variant whose true speedup is
-    ``true_ratio`` (baseline cost / variant cost)."""
-    costs = {"base": 1e6, "var": 1e6 / true_ratio}
-    out: dict[str, list[float]] = {"base": [0.0] * rounds, "var": [0.0] * rounds}
-    order: list[tuple[int, str]] = []
+def simulate(
+    rng: random.Random, ratios: list[float], rounds: int, machine: Machine, interleaved: bool = True
+) -> list[list[float]]:
+    """Per-round costs (ns) of variants whose true speedups over the first are ``ratios``
+    (ratios[0] is the baseline's own, 1.0)."""
+    k = len(ratios)
     if interleaved:
+        order = []
         for r in range(rounds):
-            pair = ["base", "var"]
-            rng.shuffle(pair)
-            order += [(r, v) for v in pair]
+            names = list(range(k))
+            rng.shuffle(names)
+            order += [(r, v) for v in names]
     else:
-        order = [(r, "base") for r in range(rounds)] + [(r, "var") for r in range(rounds)]
+        order = [(r, v) for v in range(k) for r in range(rounds)]
+    out = [[0.0] * rounds for _ in range(k)]
     state = 0.0
     for i, (r, v) in enumerate(order):
         state = machine.ar_phi * state + rng.gauss(0, machine.sd_state)
         log_cost = (
-            math.log(costs[v])
+            math.log(1e6 / ratios[v])
             + state
             + rng.gauss(0, machine.sd_trial)
             + math.log1p(machine.drift) * i
@@ -60,7 +60,15 @@ def run_rounds(
         if rng.random() < machine.outlier_p:
             log_cost += math.log1p(machine.outlier_size)
         out[v][r] = math.exp(log_cost)
-    return out["base"], out["var"]
+    return out
+
+
+def run_rounds(
+    rng: random.Random, true_ratio: float, rounds: int, machine: Machine, interleaved: bool = True
+) -> tuple[list[float], list[float]]:
+    """Per-round costs of a baseline and a variant with true speedup ``true_ratio``."""
+    base, var = simulate(rng, [1.0, true_ratio], rounds, machine, interleaved)
+    return base, var
 
 
 def one_experiment(
@@ -77,6 +85,23 @@ def one_experiment(
     return stats.verdict(effect.low, effect.high, delta), effect
 
 
+def sentinel_experiment(
+    rng: random.Random,
+    true_ratio: float,
+    rounds: int,
+    machine: Machine,
+    level: float = 0.95,
+    delta: float = 0.01,
+) -> tuple[str, stats.Effect]:
+    """perflab's full rule: a hidden A/A copy of the baseline runs in every round, and
+    the band is max(delta, how far the A/A interval reaches from 1)."""
+    base, var, copy = simulate(rng, [1.0, true_ratio, 1.0], rounds, machine)
+    aa = stats.paired_effect(stats.paired_log_ratios(base, copy), level)
+    band = max(delta, aa.high - 1, 1 - aa.low)
+    effect = stats.paired_effect(stats.paired_log_ratios(base, var), level)
+    return stats.verdict(effect.low, effect.high, band), effect
+
+
 def sequential_experiment(
     rng: random.Random,
     true_ratio: float,
@@ -87,11 +112,12 @@ def sequential_experiment(
     level: float = 0.95,
     delta: float = 0.0,
 ) -> tuple[str, stats.Effect]:
-    """perflab's stopping rule: after min_rounds, stop once the CI half-width <= target."""
+    """perflab's stopping rule: after min_rounds, stop once the stopping half-width
+    (stats.stopping_half_width) is at most the target."""
     base, var = run_rounds(rng, true_ratio, max_rounds, machine)
     for n in range(min_rounds, max_rounds + 1):
         effect = stats.paired_effect(stats.paired_log_ratios(base[:n], var[:n]), level)
-        if effect.half_width <= target:
+        if stats.stopping_half_width(effect) <= target:
             break
     return stats.verdict(effect.low, effect.high, delta), effect
 
