@@ -118,3 +118,9 @@ def test_compilation_inside_the_timed_window_invalidates_the_trial(
     _, record = _run(tmp_path, make_config(*TINY))
     assert record.status == "invalid"
     assert "inside the timed window" in record.invalid_reason
+
+
+def test_each_trial_gets_its_own_heap_layout(tmp_path, make_config):
+    cfg = make_config(*TINY)
+    pads = {_run(tmp_path, cfg, f"{i}.json")[1].environment["layout_pad_bytes"] for i in range(3)}
+    assert len(pads) >= 2  # 4096 possible sizes: three equal draws would be a bug
