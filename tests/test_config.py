@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from perflab.config import (
@@ -118,3 +120,23 @@ def test_experiments_run_by_name(make_config):
     cfg = make_config("+experiment=spin_ground_truth", "model.step_us=2000")
     assert isinstance(cfg.model, SpinConfig) and cfg.model.step_us == 2000
     assert cfg.data.source == "memory" and cfg.mode == "infer"
+
+
+EXPERIMENTS = sorted(
+    p.stem for p in (Path(__file__).resolve().parent.parent / "experiments").glob("*.yaml")
+)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_and_each_of_its_variants_composes(make_config, name):
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="perflab.conf", version_base=None):
+        cfg = compose(
+            config_name="perflab", overrides=[f"+experiment={name}"], return_hydra_config=True
+        )
+    params = dict(cfg.hydra.sweeper.params or {})
+    assert params or name == "spin_ground_truth"
+    for key, values in params.items():
+        for value in str(values).split(","):
+            make_config(f"+experiment={name}", f"{key}={value}")
