@@ -115,6 +115,15 @@ def compare(
         "outlier_rounds": [rounds[i] for i in outliers],
         "rounds_to_decide": None,
     }
+    if len(base) >= 2 and len(var) >= 2:
+        # unpaired companion over every ok trial, rounds ignored (Welch on log costs)
+        welch = stats.welch_effect(list(base.values()), list(var.values()), level)
+        result["welch"] = {
+            "speedup": welch.speedup,
+            "ci_low": welch.low,
+            "ci_high": welch.high,
+            "p_value": welch.p_value,
+        }
     if outliers and len(rounds) - len(outliers) >= 2:
         kept = [x for i, x in enumerate(d) if i not in outliers]
         without = stats.paired_effect(kept, level)
@@ -169,6 +178,8 @@ def variant_summary(
                 "cv": d.cv,
                 "bounded_percentiles": list(d.bounded),
                 "steps": d.n,
+                # steps outside Tukey's fences within their own trial: flagged, kept
+                "outlier_steps": sum(len(stats.tukey_outliers(x.step_ns)) for x in samples),
             },
             "trial_cost_ns": {
                 "median": float(np.median(trial_costs)),

@@ -124,3 +124,14 @@ def test_each_trial_gets_its_own_heap_layout(tmp_path, make_config):
     cfg = make_config(*TINY)
     pads = {_run(tmp_path, cfg, f"{i}.json")[1].environment["layout_pad_bytes"] for i in range(3)}
     assert len(pads) >= 2  # 4096 possible sizes: three equal draws would be a bug
+
+
+def test_later_rounds_skip_the_probe_and_evidence_pass_unless_asked(tmp_path, make_config):
+    cfg = make_config(*TINY)
+    path = tmp_path / "r001.json"
+    run_trial(TrialRequest(cfg, {}, str(path), {}, round=1))
+    later = load_record(path)
+    assert later.status == "ok" and later.probe is None and "amp" not in later.evidence
+    every = make_config(*TINY, "trial.checks_every_round=true")
+    run_trial(TrialRequest(every, {}, str(path), {}, round=1))
+    assert load_record(path).probe is not None
