@@ -131,6 +131,10 @@ def main() -> None:
         _app()
     except BrokenPipeError:  # output piped into head and friends
         sys.exit(0)
+    except KeyboardInterrupt:
+        # A sweep writes its partial summary before letting the interrupt through.
+        print("perflab: interrupted; finished trials and their records are kept", file=sys.stderr)
+        sys.exit(outcome.EXIT_INTERRUPTED)
     except (PerflabError, HydraException, OmegaConfBaseException) as exc:
         message = str(exc) if isinstance(exc, PerflabError) else one_line(exc)
         print(f"perflab: error: {message}", file=sys.stderr)

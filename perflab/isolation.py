@@ -73,6 +73,16 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
+def _wait(recv: multiprocessing.connection.Connection, timeout_s: float, proc: Any) -> bool:
+    """Wait for the child's answer; on Ctrl-C, take the child down before giving up."""
+    try:
+        return bool(recv.poll(timeout_s))
+    except BaseException:
+        proc.kill()
+        proc.join()
+        raise
+
+
 def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout_s: float) -> Outcome:
     """Call ``fn(arg)`` in a fresh child; never raises for what happens in the child."""
     ctx = _context()
@@ -81,7 +91,7 @@ def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout_s: float) -> Outcom
     proc.start()
     send.close()  # the child holds the only writer now: EOF means it died
     try:
-        if not recv.poll(timeout_s):
+        if not _wait(recv, timeout_s, proc):
             proc.kill()
             proc.join()
             return Outcome("timeout", message=f"no result after {timeout_s:g} s; killed")

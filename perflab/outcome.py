@@ -12,6 +12,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 # bad input: a config value, an override, a factory that cannot be built
 EXIT_USAGE = 2
+# Ctrl-C (128 + SIGINT, the shell's convention)
+EXIT_INTERRUPTED = 130
 
 _pending: list[tuple[int, str]] = []
 

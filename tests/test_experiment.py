@@ -86,3 +86,36 @@ def test_a_sweep_without_a_baseline_is_refused(tmp_path):
     result = perflab(tmp_path, "model=mlp", "amp=bf16,true", *FAST)
     assert result.returncode == 2
     assert "no baseline for the sweep" in result.stderr
+
+
+def test_ctrl_c_keeps_finished_trials_and_writes_a_partial_summary(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [
+            PERFLAB,
+            "-m",
+            "+experiment=spin_ratio",
+            "preset=quick",
+            "trial.warmup_s=0",
+            "trial.min_s=0",
+            "schedule.min_rounds=50",
+            "schedule.max_rounds=50",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("multirun/*/*/*/trials/r001.json")):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted; finished trials and their records are kept" in err
+    summary = json.loads((sweep_dir(tmp_path) / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted"
+    assert sum(v["ok"] for v in summary["variants"]) >= 2
