@@ -133,7 +133,9 @@ def launch(
     )
     summary = run_experiment(plan, runs, schedule, sweep_dir, print)
     print(experiment_table(summary))
-    print(f"summary: {sweep_dir / 'summary.json'}")
+    from perflab.report import load, write_report
+
+    print(f"report: {write_report(load(sweep_dir, summary))}")
     failed = [v["label"] for v in summary["variants"] if v["failed"]]
     if failed:
         outcome.report(

@@ -3,44 +3,10 @@
 from __future__ import annotations
 
 import json
-import random
 
-from perflab.analysis import EXPERIMENT_FILE, Experiment, analyze_dir, main
-from perflab.plan import Job, build_plan
-from perflab.records import Samples, TrialRecord, write_json_atomic, write_record
+from sweeps import make_sweep
 
-SCHEDULE = {"metric": "latency", "confidence": 0.95, "delta": 0.01, "label": ""}
-
-
-def make_sweep(tmp_path, speedup=1.25, rounds=8, fail_round=None):
-    plan = build_plan(
-        [Job(0, ["amp=off"], {"amp": "off"}), Job(1, ["amp=bf16"], {"amp": "bf16"})],
-        {},
-        sentinel=True,
-    )
-    rng = random.Random(0)
-    for variant in plan.variants:
-        base_ns = 1_000_000 / (speedup if variant.name == "1" else 1.0)
-        for r in range(rounds):
-            machine = 1 + 0.01 * rng.gauss(0, 1)
-            steps = [int(base_ns * machine * (1 + 0.005 * rng.gauss(0, 1))) for _ in range(40)]
-            record = TrialRecord(
-                status="ok",
-                config={},
-                settings={"batch_size": 8},
-                started_at="t",
-                finished_at="t",
-                round=r,
-                samples=Samples(1, steps, {"data": [1] * 40}, [], 5_000_000, 0.04, "min_reached"),
-                memory={"peak_bytes": 100},
-            )
-            if variant.name == "1" and r == fail_round:
-                record.status, record.samples = "failed", None
-            write_record(tmp_path / variant.dir / "trials" / f"r{r:03d}.json", record)
-    write_json_atomic(
-        tmp_path / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", rounds, 12.5).to_dict()
-    )
-    return plan
+from perflab.analysis import analyze_dir, main
 
 
 def test_reanalysis_is_bit_identical(tmp_path):

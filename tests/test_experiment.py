@@ -52,6 +52,7 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert 0.945 < c["speedup"] < 0.96 and c["verdict"] == "SLOWER"
     assert summary["stop_reason"] in ("precision reached", "max rounds")
     assert summary["rounds"] == 3
+    assert "**SLOWER**" in (root / "report.md").read_text()
     # analysing the saved records again gives the same numbers, bit for bit
     assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
 

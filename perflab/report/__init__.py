@@ -1,0 +1,36 @@
+"""Reports from the records of a sweep: report.md and CSV exports; DataFrames for notebooks.
+
+The report never re-measures and never imports torch: everything comes from the records
+on disk, so it can be regenerated anywhere, also from an unfinished sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perflab.analysis import SUMMARY_FILE
+from perflab.records import write_json_atomic
+from perflab.report.tables import Report, load
+
+REPORT_FILE = "report.md"
+CSV_FILES = {
+    "comparisons": "comparisons.csv",
+    "variants": "variants.csv",
+    "numerics": "numerics.csv",
+}
+
+
+def write_report(report: Report, out_dir: Path | None = None) -> Path:
+    """Write report.md, the CSV exports and summary.json; return the report's path."""
+    from perflab.report.markdown import render
+
+    out = Path(out_dir or report.sweep_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / REPORT_FILE).write_text(render(report))
+    for name, filename in CSV_FILES.items():
+        getattr(report, name).to_csv(out / filename, index=False)
+    write_json_atomic(out / SUMMARY_FILE, report.summary)
+    return out / REPORT_FILE
+
+
+__all__ = ["Report", "load", "write_report", "REPORT_FILE"]

@@ -1,0 +1,337 @@
+"""report.md: what a reviewer reads in a pull request, most important first.
+
+GitHub-flavoured markdown with user values escaped and no absolute paths of the machine
+that produced it, so the folder can be committed or attached as it is.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from perflab.report.tables import Report, first_ok
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def esc(value: Any) -> str:
+    """Escape a value for a markdown table cell or a line of text."""
+    text = "" if value is None else str(value)
+    return _SPECIAL.sub(r"\\\1", text).replace("\n", " ")
+
+
+def _x(speedup: float) -> str:
+    if speedup >= 1:
+        return f"{speedup:.2f}x faster"
+    return f"{1 / speedup:.2f}x slower"
+
+
+def _num(value: Any, fmt: str, missing: str = "-") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return missing
+    return format(value, fmt)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def headline(report: Report) -> list[str]:
+    s, lines = report.summary, []
+    level = f"{s['ci_level']:.0%}"
+    numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
+    for c in report.comparisons.to_dict("records"):
+        what = f"{esc(c['treatment'])} vs {esc(c['baseline_treatment'])}"
+        if c["cell"]:
+            what += f" at {esc(c['cell'])}"
+        if c["speedup"] is None or (isinstance(c["speedup"], float) and math.isnan(c["speedup"])):
+            lines.append(f"- {what}: no paired rounds, no estimate")
+            continue
+        n = numerics.get(c["variant"], {})
+        check = (
+            "numerics not checked"
+            if n.get("ok") is None
+            else f"numerics OK (max rel err {n['max_rel_err']:.1e})"
+            if n["ok"]
+            else f"**numerics CHANGED** (max rel err {n['max_rel_err']:.1e})"
+        )
+        lines.append(
+            f"- {what}: {_x(c['speedup'])} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
+            f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**; {check}"
+        )
+    return lines or ["- no comparisons: no swept knob has a baseline in this sweep"]
+
+
+def comparison_table(report: Report) -> list[str]:
+    numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
+    rows = []
+    for c in report.comparisons.to_dict("records"):
+        n = numerics.get(c["variant"], {})
+        rows.append(
+            [
+                esc(c["variant"]),
+                esc(c["baseline"]),
+                _num(c["speedup"], ".3f"),
+                f"[{_num(c['ci_low'], '.3f')}, {_num(c['ci_high'], '.3f')}]",
+                c["verdict"],
+                f"{c['delta']:.1%}",
+                str(c["rounds"]),
+                _num(c["p_adjusted"], ".2g"),
+                "-" if n.get("ok") is None else ("OK" if n["ok"] else "CHANGED"),
+                esc(c["knob_in_effect"]),
+                _num(c["first_call_s"], ".2f"),
+                _break_even_text(c["break_even_steps"]),
+            ]
+        )
+    return table(
+        [
+            "variant",
+            "baseline",
+            "speedup",
+            "CI",
+            "verdict",
+            "band",
+            "rounds",
+            "p (adjusted)",
+            "numerics",
+            "knob in effect",
+            "first call s",
+            "pays off after",
+        ],
+        rows,
+    )
+
+
+def _break_even_text(steps: Any) -> str:
+    if steps is None or (isinstance(steps, float) and math.isnan(steps)):
+        return "-"
+    return f"~{steps:,.0f} steps"
+
+
+def variant_table(report: Report) -> list[str]:
+    rows = []
+    for v in report.variants.to_dict("records"):
+        if "p50_ms" not in v or pd.isna(v.get("p50_ms")):
+            rows.append(
+                [
+                    esc(v["variant"]),
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    esc(v["health"]) or f"{v['failed']} failed trial(s)",
+                ]
+            )
+            continue
+        phases = ", ".join(
+            f"{k[:-3]} {v[k]:.2f}"
+            for k in v
+            if k.endswith("_ms")
+            and k[:-3] in ("data", "h2d", "forward", "backward", "optimizer")
+            and not pd.isna(v[k])
+        )
+        bounded = set(str(v["bounded_percentiles"]).split())
+        tail = [
+            _num(v[f"{p}_ms"], ".2f") + ("" if p in bounded else "*")
+            for p in ("p50", "p90", "p95", "p99")
+        ]
+        rows.append(
+            [
+                esc(v["variant"]),
+                *tail,
+                f"{v['throughput']:,.0f}",
+                phases,
+                f"{v['peak_memory_mib']:,.0f}",
+                f"{v['first_call_s']:.2f}",
+                esc(v["health"]) or "-",
+            ]
+        )
+    return table(
+        [
+            "variant",
+            "p50 ms",
+            "p90 ms",
+            "p95 ms",
+            "p99 ms",
+            "samples/s",
+            "phases ms (median)",
+            "peak MiB",
+            "first call s",
+            "health",
+        ],
+        rows,
+    )
+
+
+def numerics_table(report: Report) -> list[str]:
+    rows = []
+    for n in report.numerics.to_dict("records"):
+        if n.get("ok") is None or "max_abs_err" not in n or pd.isna(n.get("max_abs_err")):
+            rows.append(
+                [
+                    esc(n["variant"]),
+                    esc(n["baseline"]),
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    esc(n.get("reason", "no probe")),
+                ]
+            )
+            continue
+        rows.append(
+            [
+                esc(n["variant"]),
+                esc(n["baseline"]),
+                f"{n['max_abs_err']:.2e}",
+                f"{n['max_rel_err']:.2e}",
+                f"{n['cosine']:.6f}",
+                f"{n['loss_diff']:+.2e}",
+                f"{n['tolerance']:.0e} ({n['dtype']})",
+                "pass" if n["ok"] else "FAIL",
+            ]
+        )
+    return table(
+        [
+            "variant",
+            "baseline",
+            "max abs err",
+            "max rel err",
+            "cosine",
+            "loss diff",
+            "tolerance",
+            "check",
+        ],
+        rows,
+    )
+
+
+ENV_KEYS = (
+    "torch",
+    "python",
+    "cuda",
+    "cpu_model",
+    "usable_cpus",
+    "cuda_devices",
+    "hostname",
+    "git_commit",
+    "git_dirty",
+)
+
+
+def conditions_section(report: Report) -> list[str]:
+    firsts = {v.label: first_ok(report.trials[v.name]) for v in report.experiment.plan.variants}
+    records = [r for r in firsts.values() if r is not None]
+    if not records:
+        return ["No trial finished: nothing to describe."]
+    env = records[0].environment
+    same_env = all(all(r.environment.get(k) == env.get(k) for k in ENV_KEYS) for r in records)
+    same_cond = all(r.conditions == records[0].conditions for r in records)
+    lines = [
+        f"- environment identical across variants: {'yes' if same_env else '**NO**'}; "
+        f"conditions (threads, matmul precision, TF32, cudnn flags, seed) identical: "
+        f"{'yes' if same_cond else '**NO**'}"
+    ]
+    # the host name stays out: a shared report should not reveal more of the machine
+    lines += [
+        f"- {k}: {esc(env.get(k)) if env.get(k) not in (None, '', []) else '-'}"
+        for k in ENV_KEYS
+        if k != "hostname"
+    ]
+    lines.append(
+        f"- threads: {records[0].conditions.get('threads')}, interop threads: "
+        f"{records[0].conditions.get('interop_threads')}"
+    )
+    loads = [x for r in records for x in r.load_start + r.load_end]
+    lines.append(f"- load average seen: {min(loads, default=0):.2f} to {max(loads, default=0):.2f}")
+    argv = env.get("argv") or []
+    lines.append("- command: `" + " ".join(["perflab", *argv[1:]]).replace("`", "'") + "`")
+    lines.append("- variants (Hydra overrides):")
+    lines += [
+        f"  - {esc(v.label)}: `{' '.join(v.overrides).replace('`', chr(39))}`"
+        for v in report.experiment.plan.variants
+    ]
+    warnings = sorted({w for r in records for w in r.warnings})
+    lines += [f"- warning: {esc(w)}" for w in warnings]
+    return lines
+
+
+def method_section(report: Report) -> list[str]:
+    s, sched = report.summary, report.experiment.schedule
+    metric = (
+        "the median step time of each trial"
+        if s["metric"] == "latency"
+        else "the timed nanoseconds per sample of each trial (stalls count)"
+    )
+    return [
+        f"Each round ran one trial of every variant in a freshly shuffled order, each trial "
+        f"in a fresh process with its own random heap layout, after a first call timed "
+        f"apart and a warm-up; a hidden copy of a baseline (A/A sentinel) ran in every round. "
+        f"Per trial, one number: {metric}. Speedup = baseline / variant, estimated as the "
+        f"exponential of the mean per-round log-ratio, with a Student t interval at "
+        f"{s['ci_level']:.0%}, Holm-adjusted across comparisons. Verdicts use the band "
+        f"delta = max({s['delta_requested']:.1%}, A/A noise floor) = {s['delta']:.1%}: "
+        f"FASTER if the interval is above 1 + delta, SLOWER if below 1 - delta, EQUIVALENT "
+        f"if inside, INCONCLUSIVE otherwise. The run stopped after {s['rounds']} rounds "
+        f"({s['stop_reason']}; at least {sched['min_rounds']}, at most "
+        f"{sched['max_rounds']}, target half-width {sched['target_half_width']:.1%}, budget "
+        f"{sched['time_budget_s']:.0f} s). Tail percentiles marked * have fewer than 10 "
+        f"samples beyond them and are descriptive only. Details: perflab's "
+        f"docs/experiments.md.",
+    ]
+
+
+def render(report: Report) -> str:
+    s = report.summary
+    lines = ["# perflab report", ""]
+    if s["stop_reason"] in ("running", "interrupted"):
+        lines += [
+            f"> **Incomplete**: the sweep did not finish (state: {s['stop_reason']}); "
+            f"this report covers the {s['rounds']} round(s) on disk.",
+            "",
+        ]
+    for reason in s["unreliable"]:
+        lines += [f"> **UNRELIABLE**: {reason}", ""]
+    if s.get("label"):
+        lines += [f"> Label: {esc(s['label'])}", ""]
+    lines += ["## Headline", "", *headline(report), ""]
+    sentinel = s.get("sentinel")
+    if sentinel:
+        lines += [
+            f"A/A sentinel: {sentinel['speedup']:.3f}x [{sentinel['ci_low']:.3f}, "
+            f"{sentinel['ci_high']:.3f}] {sentinel['verdict']}; noise floor "
+            f"{sentinel['noise_floor']:.1%}.",
+            "",
+        ]
+    lines += ["## Comparisons", "", *comparison_table(report), ""]
+    lines += ["## Variants", "", *variant_table(report), ""]
+    if s.get("scaling"):
+        rows = [
+            [
+                esc(r["batch_size"]),
+                esc(r["variant"]),
+                f"{r['throughput']:,.0f}",
+                f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+            ]
+            for r in s["scaling"]
+        ]
+        lines += [
+            "## Throughput by batch size",
+            "",
+            *table(["batch size", "variant", "samples/s", "CI"], rows),
+            "",
+        ]
+    lines += ["## Numerics", "", *numerics_table(report), ""]
+    lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
+    lines += ["## Method", "", *method_section(report), ""]
+    return "\n".join(lines)

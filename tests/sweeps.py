@@ -1,0 +1,100 @@
+"""A small sweep directory written from fixed, seeded records (no torch, no timing)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from perflab.analysis import EXPERIMENT_FILE, Experiment
+from perflab.plan import Job, Plan, build_plan
+from perflab.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
+
+SCHEDULE = {
+    "metric": "latency",
+    "confidence": 0.95,
+    "delta": 0.01,
+    "label": "",
+    "min_rounds": 5,
+    "max_rounds": 10,
+    "target_half_width": 0.02,
+    "time_budget_s": 240.0,
+}
+ENVIRONMENT = {
+    "argv": ["/somewhere/bin/perflab", "-m", "amp=off,bf16"],
+    "torch": "2.13.0+cpu",
+    "python": "3.11.7",
+    "cpu_model": "Test CPU",
+    "usable_cpus": 2,
+    "hostname": "secret-host",
+    "cuda_devices": [],
+}
+
+
+def make_sweep(
+    root: Path,
+    speedup: float = 1.25,
+    rounds: int = 8,
+    fail_round: int | None = None,
+    label: str = "amp=bf16",
+) -> Plan:
+    key, value = label.split("=", 1)
+    plan = build_plan(
+        [Job(0, ["amp=off"], {"amp": "off"}), Job(1, [label], {key: value})], {}, sentinel=True
+    )
+    rng = random.Random(0)
+    for variant in plan.variants:
+        fast = variant.name == "1"
+        base_ns = 1_000_000 / (speedup if fast else 1.0)
+        for r in range(rounds):
+            machine = 1 + 0.01 * rng.gauss(0, 1)
+            steps = [int(base_ns * machine * (1 + 0.005 * rng.gauss(0, 1))) for _ in range(40)]
+            record = TrialRecord(
+                status="ok",
+                config={},
+                settings={"batch_size": 8},
+                started_at="t",
+                finished_at="t",
+                round=r,
+                samples=Samples(
+                    1,
+                    steps,
+                    {"data": [1000] * 40, "forward": steps},
+                    [],
+                    5_000_000 if not fast else 9_000_000,
+                    0.04,
+                    "min_reached",
+                ),
+                memory={"peak_bytes": 100 * 2**20},
+                environment=dict(ENVIRONMENT),
+                conditions={"threads": 1, "interop_threads": 2},
+                load_start=[0.5, 0.4, 0.3],
+                load_end=[0.6, 0.4, 0.3],
+                evidence={
+                    "amp": {
+                        "requested": "bfloat16",
+                        "observed": ["bfloat16"],
+                        "ok": True,
+                        "detail": "",
+                    }
+                }
+                if fast
+                else {},
+            )
+            if r == 0:
+                out = [0.5, -0.25, 1.0, 2.0] if not fast else [0.501, -0.25, 0.999, 2.002]
+                record.probe = Probe(
+                    8,
+                    2.0 if not fast else 2.001,
+                    [2, 2],
+                    "float32" if not fast else "bfloat16",
+                    2.3,
+                    out,
+                    1.0,
+                )
+            if fast and r == fail_round:
+                record.status, record.samples = "failed", None
+            write_record(root / variant.dir / "trials" / f"r{r:03d}.json", record)
+    write_json_atomic(
+        root / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", rounds, 12.5).to_dict()
+    )
+    return plan

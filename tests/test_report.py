@@ -1,0 +1,75 @@
+"""The report: golden markdown from fixed records, escaping, CSVs and perflab-report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from sweeps import make_sweep
+
+from perflab.report import load, write_report
+from perflab.report.markdown import esc
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "report.md"
+PERFLAB_REPORT = str(Path(sys.executable).parent / "perflab-report")
+
+
+def test_report_markdown_matches_the_golden_file(tmp_path):
+    make_sweep(tmp_path)
+    text = (write_report(load(tmp_path))).read_text()
+    if os.environ.get("PERFLAB_REGENERATE_GOLDEN"):
+        GOLDEN.write_text(text)  # deliberate: PERFLAB_REGENERATE_GOLDEN=1 pytest ...
+    assert text == GOLDEN.read_text()
+
+
+def test_report_states_verdict_numerics_and_hides_the_machine(tmp_path):
+    make_sweep(tmp_path)
+    text = write_report(load(tmp_path)).read_text()
+    assert "amp=bf16 vs amp=off: 1.26x faster" in text and "**FASTER**" in text
+    assert "numerics OK" in text and "amp: yes" in text
+    assert "secret-host" not in text and "/somewhere" not in text and str(tmp_path) not in text
+
+
+def test_user_values_are_escaped(tmp_path):
+    make_sweep(tmp_path, label="amp=a|b*c")
+    text = write_report(load(tmp_path)).read_text()
+    assert "a\\|b\\*c" in text
+    # unescaped only inside code spans, never where it would break a table or emphasis
+    assert all("a|b*c" not in line for line in text.splitlines() if "`" not in line)
+    assert esc("x_y [z]") == "x\\_y \\[z\\]"
+
+
+def test_csv_exports_are_the_tidy_tables(tmp_path):
+    make_sweep(tmp_path)
+    report = load(tmp_path)
+    write_report(report)
+    comparisons = pd.read_csv(tmp_path / "comparisons.csv")
+    assert list(comparisons["verdict"]) == ["FASTER"]
+    assert comparisons.loc[0, "speedup"] == report.comparisons.loc[0, "speedup"]
+    variants = pd.read_csv(tmp_path / "variants.csv")
+    assert len(variants) == 3 and "p99_ms" in variants
+    assert bool(pd.read_csv(tmp_path / "numerics.csv").loc[0, "ok"])
+
+
+def test_an_unfinished_sweep_is_reported_as_such(tmp_path):
+    make_sweep(tmp_path, fail_round=2)
+    data = (tmp_path / "experiment.json").read_text().replace('"max rounds"', '"running"')
+    (tmp_path / "experiment.json").write_text(data)
+    text = write_report(load(tmp_path)).read_text()
+    assert "**Incomplete**" in text
+
+
+def test_perflab_report_command(tmp_path):
+    make_sweep(tmp_path / "sweep")
+    result = subprocess.run(
+        [PERFLAB_REPORT, str(tmp_path / "sweep"), "--out", str(tmp_path / "published")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "published" / "report.md").exists()
+    bad = subprocess.run([PERFLAB_REPORT, str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a perflab sweep directory" in bad.stderr
