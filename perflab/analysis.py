@@ -20,6 +20,7 @@ import numpy as np
 
 from perflab import stats
 from perflab.errors import RecordError
+from perflab.numerics import compare_probes
 from perflab.plan import SENTINEL, Plan, Variant
 from perflab.records import TrialRecord, load_record
 
@@ -38,7 +39,8 @@ class Experiment:
     plan: Plan
     # the schedule.* settings the sweep ran with
     schedule: dict[str, Any]
-    # "running", "precision reached", "max rounds", "time budget", "interrupted"
+    # "running", "precision reached", "max rounds", "time budget", "interrupted",
+    # "every variant failed", "no comparison left (failed variants)", "config error"
     stop_reason: str
     rounds: int
     elapsed_s: float
@@ -198,7 +200,7 @@ def variant_summary(
     )
     split = stats.variance_split([[math.log(v) for v in x.step_ns] for x in samples])
     summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
-    summary["health"] = _health(ok, d)
+    summary["health"] = _health(ok, summary["load_max"])
     return summary
 
 
@@ -208,17 +210,14 @@ def _why(record: TrialRecord) -> str:
     return f"{record.status}: {record.error.message.splitlines()[0] if record.error else ''}"
 
 
-def _health(ok: list[TrialRecord], d: stats.Description) -> list[str]:
+def _iqr_ratio(step_ns: list[int]) -> float:
+    d = stats.describe(step_ns)
+    return d.iqr / d.p50 if d.p50 else 0.0
+
+
+def _health(ok: list[TrialRecord], load: float) -> list[str]:
     flags = []
-    noise = float(
-        np.median(
-            [
-                stats.describe(t.samples.step_ns).iqr  # type: ignore[union-attr]
-                / stats.describe(t.samples.step_ns).p50  # type: ignore[union-attr]
-                for t in ok
-            ]
-        )
-    )
+    noise = float(np.median([_iqr_ratio(t.samples.step_ns) for t in ok if t.samples]))
     if noise >= NOISE_GROSS:
         flags.append(f"grossly noisy steps: IQR/median {noise:.0%} (>= {NOISE_GROSS:.0%})")
     elif noise >= NOISE_WARN:
@@ -230,7 +229,6 @@ def _health(ok: list[TrialRecord], d: stats.Description) -> list[str]:
             "(not steady: longer warm-up may help)"
         )
     cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
-    load = max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0)
     if cores and load > cores:
         flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
     evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
@@ -252,6 +250,12 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
         health = variants[variant.name]["health"] + [
             f"baseline: {h}" for h in variants[base.name]["health"]
         ]
+        numerics = _numerics(trials[base.name], trials[variant.name])
+        if numerics is not None and not numerics.get("ok"):
+            health.append(
+                "numerics CHANGED beyond tolerance: the variant computes something "
+                "else (fast and wrong is not a win)"
+            )
         comparisons.append(
             {
                 "variant": variant.label,
@@ -260,6 +264,7 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
                 "metric": metric,
                 "delta": delta,
                 "health": health,
+                "numerics": numerics,
                 **(result or {"verdict": "NO DATA"}),
             }
         )
@@ -270,22 +275,24 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
             "the A/A sentinel differed from its baseline: timings drifted or "
             "the machine was disturbed; do not trust the verdicts"
         )
-    return {
-        "metric": metric,
-        "ci_level": level,
-        "delta_requested": sched["delta"],
-        "delta": delta,
-        "label": sched.get("label", ""),
-        "rounds": experiment.rounds,
-        "stop_reason": experiment.stop_reason,
-        "elapsed_s": experiment.elapsed_s,
-        "unreliable": unreliable,
-        "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
-        "sentinel": sentinel,
-        "comparisons": comparisons,
-        "scaling": batch_scaling(plan, trials, level) if "batch_size" in plan.swept else [],
-        "variants": list(variants.values()),
-    }
+    return finite(
+        {
+            "metric": metric,
+            "ci_level": level,
+            "delta_requested": sched["delta"],
+            "delta": delta,
+            "label": sched.get("label", ""),
+            "rounds": experiment.rounds,
+            "stop_reason": experiment.stop_reason,
+            "elapsed_s": experiment.elapsed_s,
+            "unreliable": unreliable,
+            "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
+            "sentinel": sentinel,
+            "comparisons": comparisons,
+            "scaling": batch_scaling(plan, trials, level) if "batch_size" in plan.swept else [],
+            "variants": list(variants.values()),
+        }
+    )
 
 
 def _sentinel(
@@ -350,7 +357,36 @@ def _adjust(comparisons: list[dict[str, Any]], alpha: float) -> None:
         c["adjustment"] = "benjamini-hochberg" if exploratory else "holm"
         if c["verdict"] in (stats.FASTER, stats.SLOWER) and p >= alpha:
             c["verdict"] = stats.INCONCLUSIVE
+            effect = stats.Effect(
+                c["speedup"],
+                c["ci_low"],
+                c["ci_high"],
+                c["ci_level"],
+                c["rounds"],
+                math.log(c["speedup"]),
+                c["sd_log_ratio"],
+                p,
+            )
+            c["rounds_to_decide"] = stats.rounds_to_decide(effect, c["delta"])
             c["note"] = f"not significant after {c['adjustment']} adjustment (p={p:.3g})"
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: an unbounded or undefined number becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+def _numerics(base: dict[int, TrialRecord], var: dict[int, TrialRecord]) -> dict[str, Any] | None:
+    """The variant's probe against its baseline's (both from their earliest probed trial)."""
+    b = next((t.probe for _, t in sorted(base.items()) if t.probe is not None), None)
+    v = next((t.probe for _, t in sorted(var.items()) if t.probe is not None), None)
+    return None if b is None or v is None else compare_probes(b, v)
 
 
 def analyze_dir(sweep_dir: Path) -> dict[str, Any]:
@@ -372,7 +408,12 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    print(experiment_table(analyze_dir(sweep_dir)))
+    try:
+        summary = analyze_dir(sweep_dir)
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"perflab: error: {sweep_dir / EXPERIMENT_FILE}: unreadable ({exc})", file=sys.stderr)
+        sys.exit(2)
+    print(experiment_table(summary))
 
 
 if __name__ == "__main__":

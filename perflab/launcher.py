@@ -121,9 +121,7 @@ def launch(
     for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
         print(f"perflab: warning: {warning}")
     for variant in plan.variants:
-        source = by_name[
-            variant.baseline or variant.name if variant.name == "sentinel" else variant.name
-        ]
+        source = by_name[variant.source]
         _save_hydra_files(source, sweep_dir / variant.dir)
     print(
         f"perflab: {len(jobs)} variant(s) + A/A sentinel, interleaved rounds; "

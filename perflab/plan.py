@@ -7,7 +7,7 @@ cells, and comparisons stay inside a cell: each variant is compared with the var
 its cell whose treatment keys are all at their baseline values. A hidden A/A sentinel, a
 second copy of the first cell's baseline, measures the noise floor.
 
-Plain data only: the plan is saved as plan.json in the sweep directory so the analysis
+Plain data only: the plan is saved in experiment.json in the sweep directory so the analysis
 can be re-run from the records alone.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perflab.errors import PerflabError
+from perflab.errors import ConfigError, PerflabError
 
 # knob -> its "off" value, as the validated config holds it
 BUILTIN_TREATMENTS: dict[str, Any] = {
@@ -45,6 +45,12 @@ class Variant:
     treatment: dict[str, Any]
     # name of the variant this one is compared with; None for baselines
     baseline: str | None
+
+    @property
+    def source(self) -> str:
+        """The job whose config this variant runs: its own, or for the A/A sentinel, its
+        baseline's."""
+        return self.baseline if self.name == SENTINEL and self.baseline else self.name
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,17 @@ def _fmt(value: Any) -> str:
 def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Plan:
     """Group jobs into cells, find each cell's baseline, add the A/A sentinel."""
     swept = swept_keys(jobs)
+    unknown = [k for k in declared if k not in swept]
+    if unknown:
+        raise ConfigError(
+            "schedule.treatments",
+            {k: declared[k] for k in unknown},
+            f"keys swept in this sweep ({', '.join(swept) or 'none'})",
+            "not swept",
+        )
+    declared = {
+        k: BUILTIN_TREATMENTS[k] if k in BUILTIN_TREATMENTS else v for k, v in declared.items()
+    }
     known = {**BUILTIN_TREATMENTS, **declared}
     treatments = {k: known[k] for k in swept if k in known}
     cell_keys = [k for k in swept if k not in treatments]

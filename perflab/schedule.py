@@ -39,6 +39,7 @@ class VariantRun:
     request: TrialRequest
     job_dir: Path
     costs: dict[int, float] = dataclasses.field(default_factory=dict)
+    # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
     failures: int = 0
 
     @property
@@ -51,7 +52,7 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     setting in any variant stops the sweep with exit 2 and nothing measured."""
     warnings = {}
     for name, run in runs.items():
-        result = run_isolated(check_settings, run.request.config, timeout_s=120)
+        result = run_isolated(check_settings, run.request, timeout_s=120)
         if result.kind == "config_error":
             raise PerflabError(result.message)
         if result.kind != "ok":
@@ -71,7 +72,7 @@ def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
     record = load_record(path)
     if record.status == "ok":
         run.costs[round_] = stats.trial_cost(record, metric)
-    elif record.status != "invalid":
+    else:
         run.failures += 1
     return record
 
@@ -79,7 +80,7 @@ def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
 def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tuple[float, str]:
     """The widest half-width among the comparisons (sentinel included), as the stopping
     rule judges it (stats.stopping_half_width), and whose."""
-    worst, who = 0.0, ""
+    worst, who = -1.0, ""  # -1: no comparison has both sides still running
     sentinel = plan.sentinel()
     pairs = plan.comparisons() + ([sentinel] if sentinel else [])
     for variant, base in pairs:
@@ -125,6 +126,9 @@ def run_experiment(
             elapsed = time.monotonic() - start
             width, who = widest(plan, runs, sched)
             say(_progress(rounds, sched, len(order), width, who, elapsed, round_s))
+            if width < 0 and (plan.comparisons() or plan.sentinel()):
+                stop = "no comparison left (failed variants)"
+                break
             if rounds >= sched.min_rounds and width <= sched.target_half_width:
                 stop = "precision reached"
                 break
@@ -133,13 +137,24 @@ def run_experiment(
                 break
     except KeyboardInterrupt:
         stop = "interrupted"
-    elapsed = time.monotonic() - start
-    experiment = Experiment(plan, schedule_dict, stop, rounds, round(elapsed, 3))
+    except PerflabError:
+        # e.g. a factory that cannot be built with its arguments: keep what was measured
+        _finish(plan, schedule_dict, "config error", rounds, start, sweep_dir)
+        raise
+    summary = _finish(plan, schedule_dict, stop, rounds, start, sweep_dir)
+    if stop == "interrupted":
+        raise KeyboardInterrupt
+    return summary
+
+
+def _finish(
+    plan: Plan, schedule: dict[str, Any], stop: str, rounds: int, start: float, sweep_dir: Path
+) -> dict[str, Any]:
+    """Record how the run ended and write the summary of what is on disk."""
+    experiment = Experiment(plan, schedule, stop, rounds, round(time.monotonic() - start, 3))
     write_json_atomic(sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
     summary = analyze(experiment, load_trials(sweep_dir, plan))
     write_json_atomic(sweep_dir / SUMMARY_FILE, summary)
-    if stop == "interrupted":
-        raise KeyboardInterrupt
     return summary
 
 
@@ -152,7 +167,7 @@ def _progress(
     elapsed: float,
     round_s: float,
 ) -> str:
-    ci = "n/a" if width == float("inf") else f"+-{width:.1%}"
+    ci = "n/a" if width == float("inf") or width < 0 else f"+-{width:.1%}"
     left = max(0.0, min(sched.time_budget_s - elapsed, (sched.max_rounds - rounds) * round_s))
     return (
         f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} "
@@ -171,8 +186,7 @@ def make_runs(
 ) -> dict[str, VariantRun]:
     runs = {}
     for variant in plan.variants:
-        source = variant.baseline if variant.name == "sentinel" else variant.name
-        assert source is not None
+        source = variant.source
         request = TrialRequest(
             configs[source], dicts[source], "", invocation, choices=choices[source]
         )

@@ -29,7 +29,7 @@ from perflab.errors import ConfigError
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
 from perflab.resolve import Resolved, resolve
 from perflab.timing import Timer, make_timer, split_marks, steps_per_event_window
-from perflab.workloads import Workload, build_workload
+from perflab.workloads import Workload, build_workload, check_factories
 
 log = logging.getLogger(__name__)
 
@@ -303,12 +303,13 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
             f"{tcfg.max_s} ran out first; raise trial.max_s for steps this slow"
         )
     record.evidence["compile"] = knobs.compile_evidence(resolved, before, after)
-    recompiled = after["frames_compiled"] - before["frames_compiled"]
-    if recompiled:
+    # Any capture inside the window means dynamo compiled (or recompiled) while timed;
+    # graphs counts how many new graphs it produced.
+    if after["frames_compiled"] > before["frames_compiled"]:
         record.status = "invalid"
         record.invalid_reason = (
-            f"torch.compile compiled {recompiled} frame(s) inside the timed window "
-            "(recompilation); the step times include compilation"
+            f"torch.compile compiled inside the timed window ({after['graphs'] - before['graphs']}"
+            " new graph(s)); the step times include compilation"
         )
 
 
@@ -404,10 +405,20 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
     )
 
 
-def check_settings(cfg: PerflabConfig) -> list[str]:
+def _user_code_importable(request: TrialRequest) -> None:
+    cwd = request.invocation.get("cwd")
+    if cwd and cwd not in sys.path:
+        sys.path.insert(0, cwd)  # the user's own factories live beside their command
+
+
+def check_settings(request: TrialRequest) -> list[str]:
     """Resolve the config on this machine without running anything: raises ConfigError
-    for impossible settings, returns the warnings for unwise ones."""
-    return resolve(cfg).warnings
+    for impossible settings or factories that cannot be built with their arguments,
+    returns the warnings for unwise ones."""
+    _user_code_importable(request)
+    warnings = resolve(request.config).warnings
+    check_factories(request.config)
+    return warnings
 
 
 def run_trial(request: TrialRequest) -> str:
@@ -417,9 +428,7 @@ def run_trial(request: TrialRequest) -> str:
     measured and no record is written; every other failure becomes a "failed" record.
     """
     cfg = request.config
-    cwd = request.invocation.get("cwd")
-    if cwd and cwd not in sys.path:
-        sys.path.insert(0, cwd)  # the user's own factories live beside their command
+    _user_code_importable(request)
     record = TrialRecord(
         status="ok",
         config=request.config_dict,

@@ -120,3 +120,18 @@ def test_ctrl_c_keeps_finished_trials_and_writes_a_partial_summary(tmp_path):
     summary = json.loads((sweep_dir(tmp_path) / "summary.json").read_text())
     assert summary["stop_reason"] == "interrupted"
     assert sum(v["ok"] for v in summary["variants"]) >= 2
+
+
+def test_a_factory_that_cannot_take_its_arguments_stops_the_sweep_first(tmp_path):
+    (tmp_path / "usermod.py").write_text("def build(width):\n    raise AssertionError\n")
+    result = perflab(
+        tmp_path,
+        "model=custom",
+        "model._target_=usermod.build",
+        "model.input.shape=[4]",
+        "batch_size=2,4",
+        *FAST,
+    )
+    assert result.returncode == 2
+    assert "model._target_=usermod.build" in result.stderr and "width" in result.stderr
+    assert not list(tmp_path.glob("multirun/*/*/*/trials/*.json"))

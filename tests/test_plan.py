@@ -77,3 +77,12 @@ def test_keys_with_one_value_are_not_swept():
 def test_plan_round_trips_through_a_dict():
     plan = build_plan(jobs({"amp": "off"}, {"amp": "bf16"}), {}, sentinel=True)
     assert type(plan).from_dict(plan.to_dict()) == plan
+
+
+def test_declared_treatments_must_be_swept_and_builtins_are_normalised():
+    from perflab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"schedule.treatments=.*not swept; allowed: keys swept"):
+        build_plan(jobs({"amp": "off"}, {"amp": "bf16"}), {"model.typo": 1}, sentinel=False)
+    plan = build_plan(jobs({"amp": "off"}, {"amp": "bf16"}), {"amp": False}, sentinel=False)
+    assert plan.treatments == {"amp": "off"}

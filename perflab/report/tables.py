@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 
 from perflab.analysis import Experiment, analyze, load_trials
+from perflab.numerics import compare_probes
 from perflab.plan import Plan, Variant
 from perflab.records import TrialRecord
-from perflab.report.numerics import compare_probes
 
 # which evidence entry proves each treatment key took effect
 TREATMENT_EVIDENCE = {

@@ -54,6 +54,43 @@ def build_model(cfg: PerflabConfig) -> nn.Module:
     return model
 
 
+def locate(path: str) -> Any:
+    """Import ``package.module.attr`` quietly (hydra's locator logs multi-line errors)."""
+    import importlib
+
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no importable module in {path!r}")
+
+
+def check_factories(cfg: PerflabConfig) -> None:
+    """Import the model (and dataset) factory and bind its arguments without calling it,
+    so a factory that cannot be built stops a sweep before anything is measured."""
+    import inspect
+
+    targets = [("model._target_", cfg.model._target_, model_factory_kwargs(cfg.model))]
+    if cfg.data.dataset:
+        targets.append(("data.dataset", cfg.data.dataset, dict(cfg.data.dataset_args)))
+    for field_name, target, kwargs in targets:
+        try:
+            inspect.signature(locate(target)).bind(**kwargs)
+        except TypeError as exc:  # the arguments do not fit the signature
+            raise ConfigError(
+                field_name, target, f"a factory accepting {sorted(kwargs)}", str(exc)
+            ) from exc
+        except (ImportError, ValueError, AttributeError) as exc:  # not importable
+            raise ConfigError(
+                field_name, target, "an importable module.function", str(exc).splitlines()[0]
+            ) from exc
+
+
 def _instantiation_problem(exc: Exception) -> str:
     """Hydra's message, minus its advice about HYDRA_FULL_ERROR, plus the real cause."""
     text = str(exc).split(", set env var HYDRA_FULL_ERROR")[0].splitlines()[0]
