@@ -189,9 +189,13 @@ def variant_summary(
             },
             "throughput": float(np.median([p.throughput for p in per_trial])),
             "first_call_ns": float(np.median([p.first_call_ns for p in per_trial])),
+            # over the trials that have each phase: on accelerators, trials whose steps
+            # were timed in groups have none
             "phase_median_ns": {
-                k: float(np.median([p.phase_median_ns[k] for p in per_trial]))
-                for k in per_trial[0].phase_median_ns
+                k: float(
+                    np.median([p.phase_median_ns[k] for p in per_trial if k in p.phase_median_ns])
+                )
+                for k in dict.fromkeys(k for p in per_trial for k in p.phase_median_ns)
             },
             "peak_memory_bytes": max((p.peak_memory_bytes or 0) for p in per_trial),
             "load_max": max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
