@@ -73,3 +73,13 @@ def test_perflab_report_command(tmp_path):
     assert (tmp_path / "published" / "report.md").exists()
     bad = subprocess.run([PERFLAB_REPORT, str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a perflab sweep directory" in bad.stderr
+
+
+def test_plots_are_written_as_non_empty_pngs_and_linked(tmp_path):
+    make_sweep(tmp_path)
+    text = write_report(load(tmp_path)).read_text()
+    for name in ("forest.png", "rounds.png", "distributions.png", "phases.png", "memory.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 5000, name
+        assert f"]({name})" in text  # a relative link: the folder can be moved as is
+    assert not (tmp_path / "scaling.png").exists()  # batch_size was not swept

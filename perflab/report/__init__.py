@@ -21,12 +21,14 @@ CSV_FILES = {
 
 
 def write_report(report: Report, out_dir: Path | None = None) -> Path:
-    """Write report.md, the CSV exports and summary.json; return the report's path."""
+    """Write report.md with its PNG plots, the CSV exports and summary.json; return the
+    report's path."""
     from perflab.report.markdown import render
+    from perflab.report.plots import draw_all
 
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / REPORT_FILE).write_text(render(report))
+    (out / REPORT_FILE).write_text(render(report, draw_all(report, out)))
     for name, filename in CSV_FILES.items():
         getattr(report, name).to_csv(out / filename, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)

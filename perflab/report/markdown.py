@@ -291,7 +291,8 @@ def method_section(report: Report) -> list[str]:
     ]
 
 
-def render(report: Report) -> str:
+def render(report: Report, plots: list[tuple[str, str]] | None = None) -> str:
+    """The markdown; ``plots`` are (file name, title) of PNGs written beside it."""
     s = report.summary
     lines = ["# perflab report", ""]
     if s["stop_reason"] in ("running", "interrupted"):
@@ -331,6 +332,10 @@ def render(report: Report) -> str:
             *table(["batch size", "variant", "samples/s", "CI"], rows),
             "",
         ]
+    if plots:
+        lines += ["## Plots", ""]
+        for name, title in plots:
+            lines += [f"### {title}", "", f"![{title}]({name})", ""]
     lines += ["## Numerics", "", *numerics_table(report), ""]
     lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
     lines += ["## Method", "", *method_section(report), ""]

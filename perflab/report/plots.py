@@ -1,0 +1,223 @@
+"""The report's plots, as PNG files beside report.md (linked by relative path).
+
+White figure backgrounds: a transparent PNG with dark text disappears in GitHub's dark
+theme, a white card reads in both. matplotlib is imported here only, and only when a
+report is written (importing pyplot costs ~1.2 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perflab import stats
+from perflab.report.tables import Report
+
+DPI = 110
+
+
+def _figure(height: float, width: float = 7.5) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), facecolor="white")
+    ax.set_facecolor("white")
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, facecolor="white")
+    plt.close(fig)
+
+
+def forest(report: Report, path: Path) -> bool:
+    """Speedups with their intervals on a log axis, the equivalence band shaded."""
+    rows = [c for c in report.summary["comparisons"] if c.get("speedup")]
+    sentinel = report.summary.get("sentinel")
+    if sentinel and sentinel.get("speedup"):
+        rows = [*rows, {**sentinel, "variant": "A/A sentinel", "baseline": ""}]
+    if not rows:
+        return False
+    fig, ax = _figure(0.5 * len(rows) + 1.4)
+    delta = report.summary["delta"]
+    ax.axvspan(1 - delta, 1 + delta, color="tab:gray", alpha=0.2, label=f"band +-{delta:.1%}")
+    ax.axvline(1.0, color="black", lw=0.8)
+    for i, c in enumerate(rows):
+        low, high = c["ci_low"], c["ci_high"] or c["speedup"]
+        ax.errorbar(
+            c["speedup"],
+            i,
+            xerr=[[c["speedup"] - low], [high - c["speedup"]]],
+            fmt="o",
+            color="tab:blue",
+            capsize=4,
+        )
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{c['variant']}" for c in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(
+        FuncFormatter(lambda x, _: f"{x:g}") if _narrow(ax) else NullFormatter()
+    )
+    ax.set_xlabel(f"speedup over baseline (log scale), {report.summary['ci_level']:.0%} CI")
+    ax.legend(loc="best", fontsize=8)
+    _save(fig, path)
+    return True
+
+
+def _narrow(ax: Any) -> bool:
+    """A log axis spanning less than a factor of 10 has no major ticks inside: label the
+    minor ones instead."""
+    low, high = ax.get_xlim()
+    return high / low < 10
+
+
+# Beyond this many lines a legend covers the plot: the tables name the variants instead.
+MAX_LEGEND = 12
+
+
+def _legend_below(ax: Any) -> None:
+    if len(ax.get_lines()) <= MAX_LEGEND:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+
+
+def _costs(report: Report) -> dict[str, dict[int, float]]:
+    metric = report.summary["metric"]
+    return {
+        v.label: {
+            r: stats.trial_cost(t, metric)
+            for r, t in report.trials[v.name].items()
+            if t.status == "ok"
+        }
+        for v in report.experiment.plan.variants
+    }
+
+
+def rounds(report: Report, path: Path) -> bool:
+    """Each trial's number by round: drift, bimodality and outlier trials show here."""
+    costs = _costs(report)
+    if not any(costs.values()):
+        return False
+    fig, ax = _figure(4.2)
+    for label, by_round in costs.items():
+        if by_round:
+            xs = sorted(by_round)
+            ax.plot(xs, [by_round[r] / 1e6 for r in xs], "o-", ms=3, lw=0.8, label=label)
+    ax.set_xlabel("round")
+    unit = "ms per step (median)" if report.summary["metric"] == "latency" else "ms per sample"
+    ax.set_ylabel(unit)
+    _legend_below(ax)
+    _save(fig, path)
+    return True
+
+
+def distributions(report: Report, path: Path) -> bool:
+    """Empirical CDF of every timed step of each variant, pooled over its trials."""
+    fig, ax = _figure(4.2)
+    drawn = False
+    for v in report.experiment.plan.variants:
+        steps = [
+            s / 1e6
+            for t in report.trials[v.name].values()
+            if t.samples
+            for s in stats.per_step_ns(t.samples.step_ns, t.samples.steps_per_sample)
+        ]
+        if steps:
+            xs = np.sort(steps)
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=v.label)
+            drawn = True
+    if drawn:
+        ax.set_xlabel("step time, ms")
+        ax.set_ylabel("fraction of steps")
+        _legend_below(ax)
+    _save(fig, path)
+    return drawn
+
+
+def phases(report: Report, path: Path) -> bool:
+    """Median time of each phase of the step, stacked, per variant."""
+    variants = [v for v in report.summary["variants"] if v.get("phase_median_ns")]
+    if not variants:
+        return False
+    names = list(dict.fromkeys(k for v in variants for k in v["phase_median_ns"]))
+    fig, ax = _figure(0.45 * len(variants) + 1.4)
+    left = np.zeros(len(variants))
+    for name in names:
+        widths = np.array([v["phase_median_ns"].get(name, 0.0) / 1e6 for v in variants])
+        ax.barh(range(len(variants)), widths, left=left, label=name)
+        left += widths
+    ax.set_yticks(range(len(variants)))
+    ax.set_yticklabels([v["label"] for v in variants])
+    ax.invert_yaxis()
+    ax.set_xlabel("median phase time, ms")
+    ax.legend(fontsize=7, loc="best")
+    _save(fig, path)
+    return True
+
+
+def scaling(report: Report, path: Path) -> bool:
+    rows = report.summary.get("scaling") or []
+    if len(rows) < 2:
+        return False
+    fig, ax = _figure(3.4)
+    xs = [float(r["batch_size"]) for r in rows]
+    ys = [r["throughput"] for r in rows]
+    err = [
+        [y - r["ci_low"] for y, r in zip(ys, rows, strict=True)],
+        [r["ci_high"] - y for y, r in zip(ys, rows, strict=True)],
+    ]
+    ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=4)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("samples/s")
+    _save(fig, path)
+    return True
+
+
+def memory(report: Report, path: Path) -> bool:
+    variants = [v for v in report.summary["variants"] if v.get("peak_memory_bytes")]
+    if not variants:
+        return False
+    fig, ax = _figure(0.45 * len(variants) + 1.4)
+    ax.barh(
+        range(len(variants)), [v["peak_memory_bytes"] / 2**20 for v in variants], color="tab:purple"
+    )
+    ax.set_yticks(range(len(variants)))
+    ax.set_yticklabels([v["label"] for v in variants])
+    ax.invert_yaxis()
+    ax.set_xlabel("peak memory, MiB")
+    _save(fig, path)
+    return True
+
+
+PLOTS: dict[str, tuple[str, Callable[[Report, Path], bool]]] = {
+    "forest.png": ("Speedups with their confidence intervals", forest),
+    "rounds.png": ("Each trial by round", rounds),
+    "distributions.png": ("Step-time distributions", distributions),
+    "phases.png": ("Where the step's time goes", phases),
+    "scaling.png": ("Throughput against batch size", scaling),
+    "memory.png": ("Peak memory", memory),
+}
+
+
+def draw_all(report: Report, out: Path) -> list[tuple[str, str]]:
+    """Write every plot that has data; return (file name, title) of those written."""
+    written = []
+    for name, (title, draw) in PLOTS.items():
+        if draw(report, out / name):
+            written.append((name, title))
+        else:
+            (out / name).unlink(missing_ok=True)
+    return written
