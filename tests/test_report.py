@@ -83,3 +83,21 @@ def test_plots_are_written_as_non_empty_pngs_and_linked(tmp_path):
         assert data.startswith(b"\x89PNG") and len(data) > 5000, name
         assert f"]({name})" in text  # a relative link: the folder can be moved as is
     assert not (tmp_path / "scaling.png").exists()  # batch_size was not swept
+
+
+def test_fail_on_gates_exit_1_only_when_they_match(tmp_path):
+    make_sweep(tmp_path)  # one comparison, FASTER, numerics OK
+
+    def gate(*names: str) -> subprocess.CompletedProcess[str]:
+        flags = [x for n in names for x in ("--fail-on", n)]
+        return subprocess.run(
+            [PERFLAB_REPORT, str(tmp_path), *flags], capture_output=True, text=True
+        )
+
+    assert gate("slower", "numerics", "inconclusive").returncode == 0
+    result = gate("not-faster", "slower")
+    assert result.returncode == 0
+    make_sweep(tmp_path, speedup=0.8)
+    result = gate("slower")
+    assert result.returncode == 1 and "gate failed: slower: amp=bf16 vs amp=off" in result.stderr
+    assert gate("bogus").returncode == 2
