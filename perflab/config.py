@@ -227,11 +227,20 @@ class ScheduleConfig:
 
 
 @dataclass
+class ReportConfig:
+    # a sweep also publishes its report (report.md, plots, CSVs, summary.json) into this
+    # directory, relative to where perflab runs, e.g. reports/amp-study; null: only into
+    # the sweep directory
+    dir: str | None = None
+
+
+@dataclass
 class PerflabConfig:
     model: Any = MISSING
     data: DataConfig = field(default_factory=DataConfig)
     trial: TrialConfig = field(default_factory=TrialConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     # samples per step
     batch_size: int = 32
     # train: forward, backward, optimizer step; infer: forward under inference_mode

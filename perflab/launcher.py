@@ -92,10 +92,10 @@ def launch(
     sweep_dir = Path(str(config.hydra.sweep.dir))
     jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
     schedule = jobs[0].config.schedule
-    if any(j.config.schedule != schedule for j in jobs):
+    if any(j.config.schedule != schedule or j.config.report != jobs[0].config.report for j in jobs):
         raise PerflabError(
-            "schedule.*: differs between variants; allowed: one schedule per "
-            "sweep (set schedule.* without sweeping it)"
+            "schedule.*/report.*: differs between variants; allowed: one "
+            "schedule and one report per sweep (set them without sweeping)"
         )
     plan = build_plan(
         [
@@ -133,7 +133,10 @@ def launch(
     print(experiment_table(summary))
     from perflab.report import load, write_report
 
-    print(f"report: {write_report(load(sweep_dir, summary))}")
+    report = load(sweep_dir, summary)
+    print(f"report: {write_report(report)}")
+    if jobs[0].config.report.dir:
+        print(f"report published: {write_report(report, Path(jobs[0].config.report.dir))}")
     failed = [v["label"] for v in summary["variants"] if v["failed"]]
     if failed:
         outcome.report(

@@ -36,22 +36,27 @@ def make_sweep(
     rounds: int = 8,
     fail_round: int | None = None,
     label: str = "amp=bf16",
+    scale: float = 1.0,
+    torch: str = "2.13.0+cpu",
+    seed: int = 0,
 ) -> Plan:
+    """``scale`` multiplies every cost (a code change that slows everything down);
+    ``torch`` is the version the records claim."""
     key, value = label.split("=", 1)
     plan = build_plan(
         [Job(0, ["amp=off"], {"amp": "off"}), Job(1, [label], {key: value})], {}, sentinel=True
     )
-    rng = random.Random(0)
+    rng = random.Random(seed)
     for variant in plan.variants:
         fast = variant.name == "1"
-        base_ns = 1_000_000 / (speedup if fast else 1.0)
+        base_ns = scale * 1_000_000 / (speedup if fast else 1.0)
         for r in range(rounds):
             machine = 1 + 0.01 * rng.gauss(0, 1)
             steps = [int(base_ns * machine * (1 + 0.005 * rng.gauss(0, 1))) for _ in range(40)]
             record = TrialRecord(
                 status="ok",
-                config={},
-                settings={"batch_size": 8},
+                config={"amp": value if fast else "off"},
+                settings={"batch_size": 8, "device": "cpu"},
                 started_at="t",
                 finished_at="t",
                 round=r,
@@ -65,7 +70,7 @@ def make_sweep(
                     "min_reached",
                 ),
                 memory={"peak_bytes": 100 * 2**20},
-                environment=dict(ENVIRONMENT),
+                environment={**ENVIRONMENT, "torch": torch},
                 conditions={"threads": 1, "interop_threads": 2},
                 load_start=[0.5, 0.4, 0.3],
                 load_end=[0.6, 0.4, 0.3],

@@ -11,6 +11,7 @@ from perflab.config import (
     DataConfig,
     InputSpec,
     PerflabConfig,
+    ReportConfig,
     ScheduleConfig,
     TargetSpec,
     TrialConfig,
@@ -29,6 +30,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
         ("model.input.", InputSpec),
         ("model.target.", TargetSpec),
         ("schedule.", ScheduleConfig),
+        ("report.", ReportConfig),
     ],
 )
 def test_configuration_reference_names_every_field(prefix, schema):
@@ -36,7 +38,8 @@ def test_configuration_reference_names_every_field(prefix, schema):
     missing = [
         f"{prefix}{f.name}"
         for f in fields(schema)
-        if f"`{prefix}{f.name}`" not in text and f.name not in ("model", "data", "trial")
+        if f"`{prefix}{f.name}`" not in text
+        and f.name not in ("model", "data", "trial", "schedule", "report")
     ]
     assert not missing
 

@@ -33,7 +33,7 @@ def sweep_dir(cwd: Path) -> Path:
 
 
 def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
-    result = perflab(tmp_path, "+experiment=spin_ratio", *FAST)
+    result = perflab(tmp_path, "+experiment=spin_ratio", "report.dir=reports/spin", *FAST)
     assert result.returncode == 0, result.stderr + result.stdout
     out = result.stdout
     assert "round 3/3" in out and "A/A sentinel" in out and "SLOWER" in out
@@ -53,6 +53,9 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert summary["stop_reason"] in ("precision reached", "max rounds")
     assert summary["rounds"] == 3
     assert "**SLOWER**" in (root / "report.md").read_text()
+    published = tmp_path / "reports" / "spin"
+    assert (published / "report.md").read_text() == (root / "report.md").read_text()
+    assert (published / "forest.png").exists() and (published / "comparisons.csv").exists()
     # analysing the saved records again gives the same numbers, bit for bit
     assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
 

@@ -101,3 +101,47 @@ def test_fail_on_gates_exit_1_only_when_they_match(tmp_path):
     result = gate("slower")
     assert result.returncode == 1 and "gate failed: slower: amp=bf16 vs amp=off" in result.stderr
     assert gate("bogus").returncode == 2
+
+
+def against(tmp_path, *flags: str, **new: object) -> subprocess.CompletedProcess[str]:
+    make_sweep(tmp_path / "old")
+    make_sweep(tmp_path / "new", seed=1, **new)
+    return subprocess.run(
+        [PERFLAB_REPORT, str(tmp_path / "new"), "--against", str(tmp_path / "old"), *flags],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_against_compares_matching_variants_of_two_runs(tmp_path):
+    result = against(tmp_path, scale=0.9)  # the new code is 10 % faster everywhere
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "new" / "report.md").read_text()
+    assert "## Against old" in text and "FORCED" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| amp=")]
+    assert any("FASTER" in line and "1.1" in line for line in rows[-2:])
+
+
+def test_against_refuses_different_environments_unless_forced(tmp_path):
+    refused = against(tmp_path, torch="2.14.0+cpu")
+    assert refused.returncode == 2
+    assert "environments differ (torch: 2.13.0+cpu -> 2.14.0+cpu)" in refused.stderr
+    forced = against(tmp_path, "--force", torch="2.14.0+cpu")
+    assert forced.returncode == 0
+    assert "**FORCED**" in (tmp_path / "new" / "report.md").read_text()
+
+
+def test_against_gates_ci_on_a_regression(tmp_path):
+    result = against(tmp_path, "--fail-on", "slower", scale=1.2)
+    assert result.returncode == 1 and "in old (SLOWER)" in result.stderr
+
+
+def test_reports_are_made_without_torch(tmp_path):
+    make_sweep(tmp_path)
+    code = (
+        "import sys; from perflab.report import load, write_report; "
+        f"write_report(load({str(tmp_path)!r})); "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -20,15 +20,17 @@ CSV_FILES = {
 }
 
 
-def write_report(report: Report, out_dir: Path | None = None) -> Path:
+def write_report(
+    report: Report, out_dir: Path | None = None, extra: list[str] | None = None
+) -> Path:
     """Write report.md with its PNG plots, the CSV exports and summary.json; return the
-    report's path."""
+    report's path. ``extra``: markdown lines added before the method (e.g. --against)."""
     from perflab.report.markdown import render
     from perflab.report.plots import draw_all
 
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / REPORT_FILE).write_text(render(report, draw_all(report, out)))
+    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra))
     for name, filename in CSV_FILES.items():
         getattr(report, name).to_csv(out / filename, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)

@@ -19,7 +19,10 @@ Gate = Callable[[dict[str, Any], dict[str, Any]], bool]
 
 # --fail-on NAME: what it means, and its test on one comparison and the summary
 GATES: dict[str, tuple[str, Gate]] = {
-    "slower": ("the verdict is SLOWER", lambda c, s: c["verdict"] == "SLOWER"),
+    "slower": (
+        "the verdict is SLOWER (also against --against)",
+        lambda c, s: c["verdict"] == "SLOWER",
+    ),
     "not-faster": ("the verdict is anything but FASTER", lambda c, s: c["verdict"] != "FASTER"),
     "inconclusive": ("the verdict is INCONCLUSIVE", lambda c, s: c["verdict"] == "INCONCLUSIVE"),
     "numerics": (
@@ -44,6 +47,19 @@ def _parser() -> argparse.ArgumentParser:
         help="write the report there instead of into the sweep directory",
     )
     parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="OLD_SWEEP",
+        help="compare with an earlier run of the same variants",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --against: compare even when the environments differ "
+        "(the report labels it FORCED)",
+    )
+    parser.add_argument(
         "--fail-on",
         action="append",
         default=[],
@@ -56,23 +72,36 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    if not (args.sweep_dir / EXPERIMENT_FILE).is_file():
-        print(
-            f"perflab-report: error: {args.sweep_dir}: no {EXPERIMENT_FILE}; not a perflab "
-            "sweep directory",
-            file=sys.stderr,
-        )
-        sys.exit(2)
+    for directory in filter(None, (args.sweep_dir, args.against)):
+        if not (directory / EXPERIMENT_FILE).is_file():
+            print(
+                f"perflab-report: error: {directory}: no {EXPERIMENT_FILE}; not a perflab "
+                "sweep directory",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+    from perflab.errors import PerflabError
     from perflab.report import load, write_report
+    from perflab.report.against import compare_runs, section
 
     report = load(args.sweep_dir)
-    path = write_report(report, args.out)
+    rows, extra = list(report.summary["comparisons"]), []
+    if args.against:
+        try:
+            against = compare_runs(report, load(args.against), force=args.force)
+        except PerflabError as exc:
+            print(f"perflab-report: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        extra = section(against)
+        rows += [{**r, "baseline": f"{r['variant']} in {against.old_name}"} for r in against.rows]
+        print("\n".join(extra))
+    path = write_report(report, args.out, extra)
     print(experiment_table(report.summary))
     print(f"report: {path}")
     failed = [
         f"{gate}: {c['variant']} vs {c['baseline']} ({c['verdict']})"
         for gate in args.fail_on
-        for c in report.summary["comparisons"]
+        for c in rows
         if GATES[gate][1](c, report.summary)
     ]
     if failed:

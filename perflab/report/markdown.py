@@ -6,6 +6,7 @@ that produced it, so the folder can be committed or attached as it is.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -263,7 +264,31 @@ def conditions_section(report: Report) -> list[str]:
     ]
     warnings = sorted({w for r in records for w in r.warnings})
     lines += [f"- warning: {esc(w)}" for w in warnings]
-    return lines
+    return lines + baseline_config(report, firsts)
+
+
+def baseline_config(report: Report, firsts: dict[str, Any]) -> list[str]:
+    """The baseline's resolved config, folded: each variant differs by its overrides."""
+    label, record = next(
+        (
+            (v.label, firsts[v.label])
+            for v in report.experiment.plan.variants
+            if v.baseline is None and firsts[v.label] is not None
+        ),
+        next(((k, r) for k, r in firsts.items() if r is not None)),
+    )
+    text = json.dumps(record.config, indent=2, sort_keys=True).replace("`", "'")
+    return [
+        "",
+        f"<details><summary>Resolved config of {esc(label)}; each variant differs "
+        "from it by its overrides above</summary>",
+        "",
+        "```json",
+        text,
+        "```",
+        "",
+        "</details>",
+    ]
 
 
 def method_section(report: Report) -> list[str]:
@@ -291,7 +316,9 @@ def method_section(report: Report) -> list[str]:
     ]
 
 
-def render(report: Report, plots: list[tuple[str, str]] | None = None) -> str:
+def render(
+    report: Report, plots: list[tuple[str, str]] | None = None, extra: list[str] | None = None
+) -> str:
     """The markdown; ``plots`` are (file name, title) of PNGs written beside it."""
     s = report.summary
     lines = ["# perflab report", ""]
@@ -338,5 +365,6 @@ def render(report: Report, plots: list[tuple[str, str]] | None = None) -> str:
             lines += [f"### {title}", "", f"![{title}]({name})", ""]
     lines += ["## Numerics", "", *numerics_table(report), ""]
     lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
+    lines += extra or []
     lines += ["## Method", "", *method_section(report), ""]
     return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""Two runs of the same variants, typically before and after a code change.
+
+Variants are matched by their resolved config (the schedule aside: a budget does not
+change what is measured). Runs on different software or hardware measure different
+things, so the comparison is refused, with the differences named, unless forced; a
+forced comparison is labelled as such. Rounds of two runs are not paired, so the effect
+is Welch's interval on the log trial costs, against the wider band of the two runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from perflab import stats
+from perflab.analysis import costs
+from perflab.errors import PerflabError
+from perflab.report.markdown import esc, table
+from perflab.report.tables import Report, first_ok
+
+# What must be equal for two runs to be compared: where they ran and with what.
+ENV_KEYS = ("torch", "cuda", "cudnn", "python", "cpu_model", "usable_cpus", "cuda_devices")
+
+
+@dataclass
+class Against:
+    old_name: str
+    forced: list[str]
+    rows: list[dict[str, Any]]
+
+
+def _config_key(config: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "schedule"}, sort_keys=True)
+
+
+def _first_records(report: Report) -> dict[str, Any]:
+    """Resolved-config key -> (variant, its first ok record), the sentinel left out."""
+    found = {}
+    for v in report.experiment.plan.variants:
+        record = first_ok(report.trials[v.name])
+        if record is not None and v.name != "sentinel":
+            found[_config_key(record.config)] = (v, record)
+    return found
+
+
+def differences(old: Any, new: Any) -> list[str]:
+    """Environment and conditions that differ between two trial records."""
+    diffs = [
+        f"{k}: {old.environment.get(k)} -> {new.environment.get(k)}"
+        for k in ENV_KEYS
+        if old.environment.get(k) != new.environment.get(k)
+    ]
+    for key in ("device",):
+        if old.settings.get(key) != new.settings.get(key):
+            diffs.append(f"{key}: {old.settings.get(key)} -> {new.settings.get(key)}")
+    if old.conditions != new.conditions:
+        changed = sorted(
+            k
+            for k in set(old.conditions) | set(new.conditions)
+            if old.conditions.get(k) != new.conditions.get(k)
+        )
+        diffs.append(f"conditions differ: {', '.join(changed)}")
+    return diffs
+
+
+def compare_runs(new: Report, old: Report, force: bool = False) -> Against:
+    """Match the variants of two runs and estimate new against old for each."""
+    new_by, old_by = _first_records(new), _first_records(old)
+    matched = [k for k in new_by if k in old_by]
+    if not matched:
+        raise PerflabError(
+            f"--against {old.sweep_dir.name}: no variant of the two runs has "
+            "the same resolved config; allowed: two runs of the same command"
+        )
+    diffs = sorted({d for k in matched for d in differences(old_by[k][1], new_by[k][1])})
+    if diffs and not force:
+        raise PerflabError(
+            f"--against {old.sweep_dir.name}: environments differ ("
+            f"{'; '.join(diffs)}); allowed: runs on the same software and "
+            "hardware, or --force to compare anyway (labelled FORCED)"
+        )
+    metric = new.summary["metric"]
+    level = new.summary["ci_level"]
+    delta = max(new.summary["delta"], old.summary["delta"])
+    rows = []
+    for key in matched:
+        (new_v, new_rec), (old_v, old_rec) = new_by[key], old_by[key]
+        a = list(costs(old.trials[old_v.name], metric).values())
+        b = list(costs(new.trials[new_v.name], metric).values())
+        row: dict[str, Any] = {
+            "variant": new_v.label,
+            "old_commit": old_rec.environment.get("git_commit"),
+            "new_commit": new_rec.environment.get("git_commit"),
+        }
+        if len(a) >= 2 and len(b) >= 2:
+            e = stats.welch_effect(a, b, level)
+            row.update(
+                {
+                    "speedup": e.speedup,
+                    "ci_low": e.low,
+                    "ci_high": e.high,
+                    "ci_level": level,
+                    "delta": delta,
+                    "old_trials": len(a),
+                    "new_trials": len(b),
+                    "verdict": stats.verdict(e.low, e.high, delta),
+                }
+            )
+        else:
+            row["verdict"] = "NO DATA"
+        rows.append(row)
+    return Against(old.sweep_dir.name, diffs, rows)
+
+
+def section(against: Against) -> list[str]:
+    lines = [f"## Against {esc(against.old_name)}", ""]
+    if against.forced:
+        lines += [
+            f"> **FORCED**: the runs' environments differ: {esc('; '.join(against.forced))}",
+            "",
+        ]
+    lines += [
+        "Speedup = old / new (> 1: the new run is faster), Welch interval over the "
+        "two runs' trials (rounds of different runs are not paired).",
+        "",
+    ]
+    rows = [
+        [
+            esc(r["variant"]),
+            esc(r["old_commit"] or "-")[:12],
+            esc(r["new_commit"] or "-")[:12],
+            f"{r['speedup']:.3f}" if "speedup" in r else "-",
+            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if "speedup" in r else "-",
+            r["verdict"],
+        ]
+        for r in against.rows
+    ]
+    return (
+        lines
+        + table(["variant", "old commit", "new commit", "speedup", "CI", "verdict"], rows)
+        + [""]
+    )
