@@ -58,8 +58,9 @@ def test_an_unfinished_sweep_is_reported_as_such(tmp_path):
     make_sweep(tmp_path, fail_round=2)
     data = (tmp_path / "experiment.json").read_text().replace('"max rounds"', '"running"')
     (tmp_path / "experiment.json").write_text(data)
+    (tmp_path / "1" / "trials" / "r007.json").unlink()  # the last round never finished
     text = write_report(load(tmp_path)).read_text()
-    assert "**Incomplete**" in text
+    assert "**Incomplete**" in text and "Missing trials: amp=bf16 has 7 of 8" in text
 
 
 def test_perflab_report_command(tmp_path):

@@ -322,10 +322,10 @@ def render(
     """The markdown; ``plots`` are (file name, title) of PNGs written beside it."""
     s = report.summary
     lines = ["# perflab report", ""]
-    if s["stop_reason"] in ("running", "interrupted"):
+    if s["stop_reason"] in ("running", "interrupted", "config error"):
         lines += [
             f"> **Incomplete**: the sweep did not finish (state: {s['stop_reason']}); "
-            f"this report covers the {s['rounds']} round(s) on disk.",
+            f"this report covers the trials on disk.{_missing(report)}",
             "",
         ]
     for reason in s["unreliable"]:
@@ -368,3 +368,11 @@ def render(
     lines += extra or []
     lines += ["## Method", "", *method_section(report), ""]
     return "\n".join(lines)
+
+
+def _missing(report: Report) -> str:
+    """Which variants have fewer trials on disk than the most complete one."""
+    counts = {v.label: len(report.trials[v.name]) for v in report.experiment.plan.variants}
+    most = max(counts.values(), default=0)
+    short = [f"{esc(label)} has {n} of {most}" for label, n in counts.items() if n < most]
+    return f" Missing trials: {'; '.join(short)}." if short else ""
