@@ -9,7 +9,8 @@ from tiny import TINY
 
 from perflab.errors import ConfigError
 from perflab.records import load_record
-from perflab.trial import INFER_PHASES, TRAIN_PHASES, TrialRequest, run_trial
+from perflab.steps import INFER_PHASES, TRAIN_PHASES
+from perflab.trial import TrialRequest, run_trial
 
 
 def _run(tmp_path, cfg, name="000.json"):
