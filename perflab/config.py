@@ -227,6 +227,20 @@ class ScheduleConfig:
 
 
 @dataclass
+class ProfilingConfig:
+    # torch.profiler schedule of the separate profiling trial, in steps
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    # record input shapes, memory, Python stacks (stacks make traces much larger)
+    shapes: bool = True
+    memory: bool = True
+    stacks: bool = False
+    # the compressed trace is kept only up to this size
+    max_trace_mb: float = 20.0
+
+
+@dataclass
 class ReportConfig:
     # a sweep also publishes its report (report.md, plots, CSVs, summary.json) into this
     # directory, relative to where perflab runs, e.g. reports/amp-study; null: only into
@@ -241,6 +255,9 @@ class PerflabConfig:
     trial: TrialConfig = field(default_factory=TrialConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    # a sweep runs one separate, untimed profiling trial per variant (profile=off: none)
+    profile: bool = True
+    profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
     # samples per step
     batch_size: int = 32
     # train: forward, backward, optimizer step; infer: forward under inference_mode
@@ -313,6 +330,16 @@ def validate(cfg: PerflabConfig) -> None:
     _validate_data(cfg.data)
     _validate_trial(cfg.trial)
     _validate_schedule(cfg.schedule)
+    _at_least("profiling.wait", cfg.profiling.wait, 0)
+    _at_least("profiling.warmup", cfg.profiling.warmup, 0)
+    _at_least("profiling.active", cfg.profiling.active, 1)
+    _require(
+        cfg.profiling.max_trace_mb > 0,
+        "profiling.max_trace_mb",
+        cfg.profiling.max_trace_mb,
+        "> 0",
+        "must be positive",
+    )
     _validate_combinations(cfg)
 
 

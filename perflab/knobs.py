@@ -118,15 +118,20 @@ def compile_counters() -> dict[str, int]:
 
 
 def compile_evidence(
-    resolved: Resolved, before_timed: dict[str, int], after_timed: dict[str, int]
+    resolved: Resolved,
+    at_start: dict[str, int],
+    before_timed: dict[str, int],
+    after_timed: dict[str, int],
 ) -> Evidence:
+    """Dynamo's counters are process-wide and cumulative: count what this trial added."""
+    trial = {k: after_timed[k] - at_start[k] for k in after_timed}
     in_window = {k: after_timed[k] - before_timed[k] for k in after_timed}
-    observed = {**after_timed, "compiled_in_timed_window": in_window["frames_compiled"]}
+    observed = {**trial, "compiled_in_timed_window": in_window["frames_compiled"]}
     if resolved.compile_mode is None:
-        return evidence("off", observed, after_timed["graphs"] == 0, "no graphs compiled")
-    ok = after_timed["graphs"] > 0
+        return evidence("off", observed, trial["graphs"] == 0, "no graphs compiled")
+    ok = trial["graphs"] > 0
     detail = (
-        f"{after_timed['graphs']} graph(s), {after_timed['graph_breaks']} graph break(s), "
+        f"{trial['graphs']} graph(s), {trial['graph_breaks']} graph break(s), "
         f"{in_window['frames_compiled']} compilation(s) inside the timed window"
     )
     return evidence(resolved.compile_mode, observed, ok, detail)

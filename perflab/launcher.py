@@ -26,7 +26,7 @@ from perflab import environment, outcome
 from perflab.config import PerflabConfig
 from perflab.errors import PerflabError
 from perflab.plan import Job, build_plan, override_key
-from perflab.schedule import check_all, make_runs, run_experiment
+from perflab.schedule import check_all, make_runs, run_experiment, run_profiles
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,14 @@ def launch(
     sweep_dir = Path(str(config.hydra.sweep.dir))
     jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
     schedule = jobs[0].config.schedule
-    if any(j.config.schedule != schedule or j.config.report != jobs[0].config.report for j in jobs):
+    first = jobs[0].config
+    if any(
+        (j.config.schedule, j.config.report, j.config.profile)
+        != (schedule, first.report, first.profile)
+        for j in jobs
+    ):
         raise PerflabError(
-            "schedule.*/report.*: differs between variants; allowed: one "
+            "schedule.*/report.*/profile: differs between variants; allowed: one "
             "schedule and one report per sweep (set them without sweeping)"
         )
     plan = build_plan(
@@ -130,6 +135,8 @@ def launch(
         else f"perflab: {len(jobs)} variant(s), interleaved rounds; sweep directory {sweep_dir}"
     )
     summary = run_experiment(plan, runs, schedule, sweep_dir, print)
+    if jobs[0].config.profile:
+        run_profiles(plan, runs, print)
     print(experiment_table(summary))
     from perflab.report import load, write_report
 

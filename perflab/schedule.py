@@ -23,9 +23,17 @@ from perflab.analysis import EXPERIMENT_FILE, SUMMARY_FILE, Experiment, analyze,
 from perflab.config import PerflabConfig, ScheduleConfig
 from perflab.errors import PerflabError
 from perflab.isolation import run_isolated
-from perflab.plan import Plan
+from perflab.plan import SENTINEL, Plan
 from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
-from perflab.trial import TrialRequest, check_settings, failure_record, run_trial
+from perflab.trial import (
+    TrialRequest,
+    check_settings,
+    failure_record,
+    run_profile,
+    run_trial,
+)
+
+PROFILE_FILE = "profile.json"
 
 # A variant whose trials keep failing stops being scheduled: after a failure with no
 # success before it (a deterministic failure, e.g. out of memory) or after this many.
@@ -156,6 +164,19 @@ def _finish(
     summary = analyze(experiment, load_trials(sweep_dir, plan))
     write_json_atomic(sweep_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], None]) -> None:
+    """One separate, untimed profiling trial per variant (the sentinel aside), after the
+    timed rounds so it can never disturb them. A failure is reported, never fatal."""
+    variants = [v for v in plan.variants if v.name != SENTINEL]
+    for i, variant in enumerate(variants, 1):
+        run = runs[variant.name]
+        path = run.job_dir / "profile" / PROFILE_FILE
+        request = dataclasses.replace(run.request, record_path=str(path))
+        result = run_isolated(run_profile, request, request.config.trial.timeout_s)
+        state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
+        say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")
 
 
 def _progress(

@@ -13,6 +13,7 @@ import logging
 import math
 import random
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -73,6 +74,7 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
     step = make_step(cfg, resolved, prep)
     timer = make_timer(resolved.device, capacity=tcfg.max_steps * len(phases) + 1)
 
+    at_start = knobs.compile_counters()
     first_ns, first_batch = first_call(step, prep, timer)
     record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
     warmup_ns = warm_up(step, source, timer, tcfg)
@@ -108,7 +110,7 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
             f"only {block.steps} timed steps (trial.min_steps={tcfg.min_steps}): trial.max_s="
             f"{tcfg.max_s} ran out first; raise trial.max_s for steps this slow"
         )
-    record.evidence["compile"] = knobs.compile_evidence(resolved, before, after)
+    record.evidence["compile"] = knobs.compile_evidence(resolved, at_start, before, after)
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
     # graphs counts how many new graphs it produced.
     if after["frames_compiled"] > before["frames_compiled"]:
@@ -308,3 +310,64 @@ def _run(cfg: PerflabConfig, resolved: Resolved, record: TrialRecord, checks: bo
         record.probe = numerics_probe(cfg, resolved, prep, snapshot)
         evidence_pass(cfg, resolved, prep, record)
     del pad  # held until here on purpose
+
+
+def run_profile(request: TrialRequest) -> str:
+    """The profiling trial: build the variant like a timed trial, run its first call and
+    a few unprofiled steps (the overhead reference), then profile; write profile.json
+    and trace.json.gz next to request.record_path. Returns "ok"."""
+    from perflab import profiling
+
+    cfg = request.config
+    _user_code_importable(request)
+    resolved = resolve(cfg)
+    knobs.apply_threads(cfg.threads)
+    knobs.apply_seed(cfg.seed)
+    knobs.apply_matmul_precision(cfg.matmul_precision)
+    knobs.apply_cudnn_benchmark(cfg.cudnn_benchmark, resolved.device)
+    if resolved.compile_mode is not None:
+        # Inductor names its C++ kernels in the profiler only when asked before compiling.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
+    prep = prepare(cfg, resolved)
+    step = make_step(cfg, resolved, prep)
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    first_call(step, prep, make_timer(resolved.device, capacity=2))
+    unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
+    p = cfg.profiling
+    prof, profiled_s = profiling.profile_steps(
+        step,
+        prep.workload.batches,
+        phases,
+        resolved.device,
+        {"wait": p.wait, "warmup": p.warmup, "active": p.active},
+        p.shapes,
+        p.memory,
+        p.stacks,
+    )
+    out = Path(request.record_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    trace = profiling.write_trace(prof, out.with_name("trace.json.gz"), int(p.max_trace_mb * 2**20))
+    reference = sorted(unprofiled)[1]
+    profiling.write_profile(
+        out,
+        variant={"choices": request.choices, "settings": _settings(cfg, resolved)},
+        device=resolved.device,
+        rows=profiling.op_rows(prof),
+        trace=trace,
+        overhead={
+            "unprofiled_step_s": reference,
+            "profiled_step_s": profiled_s,
+            "ratio": profiled_s / reference if reference else float("nan"),
+        },
+    )
+    return "ok"
+
+
+def _wall_step(step: Any, prep: Prepared, device: str) -> float:
+    start = time.perf_counter()
+    step(prep.workload.batches, lambda: None)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start

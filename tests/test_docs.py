@@ -11,6 +11,7 @@ from perflab.config import (
     DataConfig,
     InputSpec,
     PerflabConfig,
+    ProfilingConfig,
     ReportConfig,
     ScheduleConfig,
     TargetSpec,
@@ -31,6 +32,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
         ("model.target.", TargetSpec),
         ("schedule.", ScheduleConfig),
         ("report.", ReportConfig),
+        ("profiling.", ProfilingConfig),
     ],
 )
 def test_configuration_reference_names_every_field(prefix, schema):
@@ -39,7 +41,7 @@ def test_configuration_reference_names_every_field(prefix, schema):
         f"{prefix}{f.name}"
         for f in fields(schema)
         if f"`{prefix}{f.name}`" not in text
-        and f.name not in ("model", "data", "trial", "schedule", "report")
+        and f.name not in ("model", "data", "trial", "schedule", "report", "profiling")
     ]
     assert not missing
 

@@ -54,7 +54,12 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert summary["rounds"] == 3
     assert "**SLOWER**" in (root / "report.md").read_text()
     published = tmp_path / "reports" / "spin"
-    assert (published / "report.md").read_text() == (root / "report.md").read_text()
+    text = (published / "report.md").read_text()
+    assert "**SLOWER**" in text and "## Profiles (separate, untimed trials)" in text
+    # traces travel with a published report: its links stay relative and valid
+    assert "](traces/0.json.gz)" in text and (published / "traces" / "0.json.gz").exists()
+    assert (root / "0" / "profile" / "profile.json").exists()
+    assert not (root / "sentinel" / "profile").exists()
     assert (published / "forest.png").exists() and (published / "comparisons.csv").exists()
     # analysing the saved records again gives the same numbers, bit for bit
     assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
@@ -69,6 +74,7 @@ def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
         "batch_size=4",
         "model.target.num_classes=10",
         "model.num_classes=10,2",
+        "profile=off",
         *FAST,
     )
     assert result.returncode == 1
@@ -76,6 +82,7 @@ def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
     ok, failed = summary["variants"][0], summary["variants"][1]
     assert ok["ok"] == 3 and not ok["failed"]
     assert failed["ok"] == 0 and len(failed["failed"]) == 1  # not scheduled again
+    assert not list(tmp_path.glob("multirun/*/*/*/profile"))  # profile=off
     assert "FAILED trials in model.num_classes=2" in result.stdout
 
 

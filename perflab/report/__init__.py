@@ -30,11 +30,32 @@ def write_report(
 
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra))
+    traces = _trace_links(report, out)
+    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra, traces))
     for name, filename in CSV_FILES.items():
         getattr(report, name).to_csv(out / filename, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)
     return out / REPORT_FILE
+
+
+def _trace_links(report: Report, out: Path) -> dict[str, str]:
+    """Relative links to each variant's profiler trace; traces are copied next to a
+    report published outside the sweep directory, so its links keep working."""
+    import shutil
+
+    links = {}
+    for v in report.experiment.plan.variants:
+        profile = report.profiles.get(v.name)
+        if not profile or not profile.get("trace"):
+            continue
+        source = report.sweep_dir / v.dir / "profile" / profile["trace"]
+        if out.resolve() == report.sweep_dir.resolve():
+            links[v.name] = f"{v.dir}/profile/{profile['trace']}"
+        elif source.exists():
+            (out / "traces").mkdir(exist_ok=True)
+            shutil.copyfile(source, out / "traces" / f"{v.dir}.json.gz")
+            links[v.name] = f"traces/{v.dir}.json.gz"
+    return links
 
 
 __all__ = ["Report", "load", "write_report", "REPORT_FILE"]

@@ -317,9 +317,13 @@ def method_section(report: Report) -> list[str]:
 
 
 def render(
-    report: Report, plots: list[tuple[str, str]] | None = None, extra: list[str] | None = None
+    report: Report,
+    plots: list[tuple[str, str]] | None = None,
+    extra: list[str] | None = None,
+    traces: dict[str, str] | None = None,
 ) -> str:
-    """The markdown; ``plots`` are (file name, title) of PNGs written beside it."""
+    """The markdown; ``plots`` are (file name, title) of PNGs written beside it, ``traces``
+    the relative links of the profiler traces by variant name."""
     s = report.summary
     lines = ["# perflab report", ""]
     if s["stop_reason"] in ("running", "interrupted", "config error"):
@@ -363,6 +367,7 @@ def render(
         lines += ["## Plots", ""]
         for name, title in plots:
             lines += [f"### {title}", "", f"![{title}]({name})", ""]
+    lines += profiles_section(report, traces or {})
     lines += ["## Numerics", "", *numerics_table(report), ""]
     lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
     lines += extra or []
@@ -376,3 +381,57 @@ def _missing(report: Report) -> str:
     most = max(counts.values(), default=0)
     short = [f"{esc(label)} has {n} of {most}" for label, n in counts.items() if n < most]
     return f" Missing trials: {'; '.join(short)}." if short else ""
+
+
+def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
+    """Per variant, from its separate untimed profiling trial: where the time goes by
+    kernel family and the top operators."""
+    have = [
+        (v, report.profiles.get(v.name))
+        for v in report.experiment.plan.variants
+        if report.profiles.get(v.name)
+    ]
+    if not have:
+        return []
+    lines = [
+        "## Profiles (separate, untimed trials)",
+        "",
+        "Each variant ran once more under torch.profiler, in its own process, after "
+        "the timed rounds; nothing here enters the statistics.",
+        "",
+    ]
+    for v, p in have:
+        assert p is not None
+        o = p["overhead"]
+        trace = (
+            f"[trace]({traces[v.name]}) (Chrome/Perfetto, gzip)"
+            if v.name in traces
+            else esc(p.get("trace_note", "no trace"))
+        )
+        lines += [
+            f"### {esc(v.label)}",
+            "",
+            f"{p['time_basis']}; a profiled step took {o['profiled_step_s'] * 1e3:.2f} ms "
+            f"against {o['unprofiled_step_s'] * 1e3:.2f} ms unprofiled "
+            f"({_num(o['ratio'], '.2f')}x profiler overhead); {trace}",
+            "",
+        ]
+        total = sum(p["families_us"].values()) or 1.0
+        rows = [
+            [esc(f), f"{us / 1e3:.2f}", f"{us / total:.0%}"] for f, us in p["families_us"].items()
+        ]
+        lines += table(["kernel family", "ms (profiled window)", "share"], rows) + [""]
+        key = "self_device_us" if p["device"] == "cuda" else "self_cpu_us"
+        rows = [
+            [
+                esc(op["name"])[:60],
+                esc(op["family"]),
+                str(op["calls"]),
+                f"{op[key] / 1e3:.2f}",
+                esc(op["input_shapes"])[:50],
+            ]
+            for op in p["top_ops"][:8]
+        ]
+        lines += table(["top operator", "family", "calls", "self ms", "input shapes"], rows)
+        lines += [""]
+    return lines

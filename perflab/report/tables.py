@@ -18,6 +18,7 @@ import pandas as pd
 from perflab.analysis import Experiment, analyze, load_trials
 from perflab.numerics import compare_probes
 from perflab.plan import Plan, Variant
+from perflab.profiling import load_profile
 from perflab.records import TrialRecord
 
 # which evidence entry proves each treatment key took effect
@@ -41,6 +42,8 @@ class Report:
     comparisons: pd.DataFrame
     variants: pd.DataFrame
     numerics: pd.DataFrame
+    # variant name -> its profiling trial's profile.json, None when it has none
+    profiles: dict[str, dict[str, Any] | None]
 
 
 def first_ok(trials: dict[int, TrialRecord]) -> TrialRecord | None:
@@ -168,6 +171,9 @@ def load(sweep_dir: str | Path, summary: dict[str, Any] | None = None) -> Report
     trials = load_trials(sweep_dir, experiment.plan)
     summary = summary if summary is not None else analyze(experiment, trials)
     plan = experiment.plan
+    profiles = {
+        v.name: load_profile(sweep_dir / v.dir / "profile" / "profile.json") for v in plan.variants
+    }
     return Report(
         sweep_dir,
         experiment,
@@ -176,4 +182,5 @@ def load(sweep_dir: str | Path, summary: dict[str, Any] | None = None) -> Report
         comparison_frame(summary, plan, trials),
         variant_frame(summary),
         numerics_frame(plan, trials),
+        profiles,
     )

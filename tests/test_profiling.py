@@ -1,0 +1,75 @@
+"""The profiling pass: kernel families, the profiling trial, its trace and tables."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from tiny import TINY
+
+from perflab.isolation import run_isolated
+from perflab.profiling import classify, load_profile
+from perflab.trial import TrialRequest, run_profile
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        # names as CPU runs and CUDA traces report them
+        ("triton_poi_fused_add_relu_0", "triton (inductor)"),
+        ("triton_red_fused__softmax_1", "triton (inductor)"),
+        ("triton_per_fused_native_layer_norm_2", "triton (inductor)"),
+        ("triton_tem_fused_mm_3", "triton (inductor)"),
+        ("cpp_fused_relu_threshold_backward_4", "c++ (inductor)"),
+        ("graph_0_cpp_fused_gelu_gelu_backward_sum_0", "c++ (inductor)"),
+        ("perflab::fused_bias_gelu", "custom op / user triton"),
+        ("ampere_sgemm_128x64_tn", "cuBLAS"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "cuBLAS"),
+        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float>", "cuDNN"),
+        ("sm80_xmma_fprop_implicit_gemm_indexed_f32f32", "cuDNN"),
+        ("Memcpy HtoD (Pageable -> Device)", "memcpy/memset"),
+        ("Memset (Device)", "memcpy/memset"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", "communication"),
+        ("aten::mkldnn_convolution", "oneDNN"),
+        ("aten::addmm", "aten"),
+        ("perflab/forward", "perflab phase"),
+        ("cudaLaunchKernel", "other"),
+    ],
+)
+def test_kernel_families(name, family):
+    assert classify(name) == family
+
+
+def _profile(tmp_path, make_config, *overrides):
+    # In a fresh process, as perflab runs it: dynamo's caches in this test process may
+    # already hold the same model compiled without kernel names.
+    cfg = make_config(*TINY, *overrides)
+    path = tmp_path / "profile" / "profile.json"
+    outcome = run_isolated(run_profile, TrialRequest(cfg, {}, str(path), {}), timeout_s=600)
+    assert outcome.kind == "ok", outcome.message
+    return load_profile(path), path.with_name("trace.json.gz")
+
+
+def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, make_config):
+    profile, trace = _profile(tmp_path, make_config)
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {"perflab/data", "perflab/forward", "perflab/backward", "perflab/optimizer"} <= names
+    assert profile["time_basis"] == "self CPU time"
+    assert profile["top_ops"] and profile["families_us"]
+    assert set(profile["phases_us"]) >= {"forward", "backward"}
+    assert profile["overhead"]["ratio"] > 0 and profile["trace_bytes"] == trace.stat().st_size
+
+
+def test_compiled_variant_names_its_inductor_cpp_kernels(tmp_path, make_config):
+    profile, trace = _profile(tmp_path, make_config, "compile=true")
+    assert profile["families_us"].get("c++ (inductor)", 0) > 0
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert any("cpp_fused_" in str(e.get("name")) for e in events)
+
+
+def test_a_trace_over_the_bound_is_not_kept(tmp_path, make_config):
+    profile, trace = _profile(tmp_path, make_config, "profiling.max_trace_mb=0.0001")
+    assert profile["trace"] is None and "exceeds" in profile["trace_note"]
+    assert not trace.exists()
