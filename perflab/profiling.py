@@ -10,8 +10,10 @@ table and the time per kernel family.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -164,13 +166,16 @@ def profile_steps(
     marks = PhaseMarks(phases)
     recorded: list[float] = []
     first_active = schedule["wait"] + schedule["warmup"]
-    with profile(
-        activities=activities,
-        schedule=make_schedule(**schedule, repeat=1),
-        record_shapes=shapes,
-        profile_memory=memory,
-        with_stack=stacks,
-    ) as prof:
+    with (
+        _quiet_stderr(),
+        profile(
+            activities=activities,
+            schedule=make_schedule(**schedule, repeat=1),
+            record_shapes=shapes,
+            profile_memory=memory,
+            with_stack=stacks,
+        ) as prof,
+    ):
         for i in range(first_active + schedule["active"]):
             start = time.perf_counter()
             marks.begin_step()
@@ -181,6 +186,21 @@ def profile_steps(
                 recorded.append(time.perf_counter() - start)
             prof.step()
     return prof, sum(recorded) / len(recorded)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The profiler's C++ side prints a "USDT ... profiler_start/stop" line to stderr at
+    every start and stop (DESIGN.md); in a trial process nothing else writes there
+    meanwhile, so the lines are dropped instead of cluttering the sweep's output."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def write_trace(prof: Any, path: Path, max_bytes: int) -> dict[str, Any]:

@@ -128,8 +128,8 @@ def section(against: Against) -> list[str]:
     rows = [
         [
             esc(r["variant"]),
-            esc(r["old_commit"] or "-")[:12],
-            esc(r["new_commit"] or "-")[:12],
+            esc((r["old_commit"] or "-")[:12]),
+            esc((r["new_commit"] or "-")[:12]),
             f"{r['speedup']:.3f}" if "speedup" in r else "-",
             f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if "speedup" in r else "-",
             r["verdict"],

@@ -424,11 +424,11 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
         key = "self_device_us" if p["device"] == "cuda" else "self_cpu_us"
         rows = [
             [
-                esc(op["name"])[:60],
+                esc(op["name"][:60]),
                 esc(op["family"]),
                 str(op["calls"]),
                 f"{op[key] / 1e3:.2f}",
-                esc(op["input_shapes"])[:50],
+                esc(op["input_shapes"][:50]),
             ]
             for op in p["top_ops"][:8]
         ]
