@@ -229,6 +229,7 @@ def write_profile(
     rows: list[OpRow],
     trace: dict[str, Any],
     overhead: dict[str, float],
+    profiled_steps: int,
 ) -> None:
     ranked = sorted(rows, key=lambda r: -(r.self_device_us if device == "cuda" else r.self_cpu_us))
     write_json_atomic(
@@ -237,6 +238,8 @@ def write_profile(
             "schema_version": PROFILE_SCHEMA_VERSION,
             "variant": variant,
             "device": device,
+            # steps recorded (the schedule's active steps): per-step times divide by it
+            "profiled_steps": profiled_steps,
             "time_basis": "self device time" if device == "cuda" else "self CPU time",
             "families_us": family_times(rows, device == "cuda"),
             "top_ops": [r.__dict__ for r in ranked if r.family != "perflab phase"][:TOP_OPS],

@@ -356,6 +356,7 @@ def run_profile(request: TrialRequest) -> str:
         device=resolved.device,
         rows=profiling.op_rows(prof),
         trace=trace,
+        profiled_steps=p.active,
         overhead={
             "unprofiled_step_s": reference,
             "profiled_step_s": profiled_s,

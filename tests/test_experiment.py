@@ -56,6 +56,7 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     published = tmp_path / "reports" / "spin"
     text = (published / "report.md").read_text()
     assert "**SLOWER**" in text and "## Profiles (separate, untimed trials)" in text
+    assert "## Where the difference comes from" in text and "Diagnosis: **" in text
     # traces travel with a published report: its links stay relative and valid
     assert "](traces/0.json.gz)" in text and (published / "traces" / "0.json.gz").exists()
     assert (root / "0" / "profile" / "profile.json").exists()

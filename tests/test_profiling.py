@@ -56,7 +56,7 @@ def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, 
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     names = {e.get("name") for e in events}
     assert {"perflab/data", "perflab/forward", "perflab/backward", "perflab/optimizer"} <= names
-    assert profile["time_basis"] == "self CPU time"
+    assert profile["time_basis"] == "self CPU time" and profile["profiled_steps"] == 3
     assert profile["top_ops"] and profile["families_us"]
     assert set(profile["phases_us"]) >= {"forward", "backward"}
     assert profile["overhead"]["ratio"] > 0 and profile["trace_bytes"] == trace.stat().st_size

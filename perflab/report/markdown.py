@@ -367,6 +367,7 @@ def render(
         lines += ["## Plots", ""]
         for name, title in plots:
             lines += [f"### {title}", "", f"![{title}]({name})", ""]
+    lines += why_section(report)
     lines += profiles_section(report, traces or {})
     lines += ["## Numerics", "", *numerics_table(report), ""]
     lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
@@ -433,5 +434,68 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
             for op in p["top_ops"][:8]
         ]
         lines += table(["top operator", "family", "calls", "self ms", "input shapes"], rows)
-        lines += [""]
+        lines += ["", *_diagnosis_lines(report, v.name, p), ""]
+    return lines
+
+
+def why_section(report: Report) -> list[str]:
+    """Per comparison with both profiles: which kernel families gained or lost time."""
+    from perflab.diagnosis import delta_breakdown
+
+    steps: dict[str, float] = {
+        v["name"]: v["step_ns"]["p50"] for v in report.summary["variants"] if v.get("step_ns")
+    }
+    lines = []
+    for variant, base in report.experiment.plan.comparisons():
+        vp, bp = report.profiles.get(variant.name), report.profiles.get(base.name)
+        if not vp or not bp or variant.name not in steps or base.name not in steps:
+            continue
+        if "profiled_steps" not in vp or "profiled_steps" not in bp:
+            continue  # profiles written before perflab recorded their step count
+        measured = (steps[base.name] - steps[variant.name]) / 1e6
+        d = delta_breakdown(bp, vp, measured)
+        parts = ", ".join(
+            f"{esc(f)} {ms:+.2f}" for f, ms in d["families_ms"].items() if abs(ms) >= 0.005
+        )
+        lines.append(
+            f"- {esc(variant.label)} vs {esc(base.label)}: timed steps "
+            f"{'saved' if measured >= 0 else 'lost'} {abs(measured):.2f} ms; profiled "
+            f"change by family (ms per step, - = less time): {parts or 'none'}; "
+            f"unexplained by the profiles: {d['unexplained_ms']:+.2f} ms"
+        )
+    if not lines:
+        return []
+    return [
+        "## Where the difference comes from",
+        "",
+        "From the separate profiling trials (self time per kernel family per step), set "
+        "against the timed difference of median steps; the profiler's own overhead and "
+        "time outside operators make up the unexplained part.",
+        "",
+        *lines,
+        "",
+    ]
+
+
+def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list[str]:
+    from perflab.diagnosis import diagnose
+
+    entry = next(v for v in report.summary["variants"] if v["name"] == name)
+    if "step_ns" not in entry:
+        return []
+    d = diagnose(entry, profile)
+    lines = [
+        f"Diagnosis: **{d['bottleneck']}** (data wait {d['data_wait_share']:.0%} of the "
+        f"median step, copies and conversions {d['memory_movement_share']:.0%} of "
+        f"profiled time); slowest phase: {d['slowest_phase'] or '-'}; top operations: "
+        f"{esc(', '.join(d['top_operations'])) or '-'}."
+    ]
+    if d["hypotheses"]:
+        lines += ["", "Hypotheses to test next (not facts):", ""]
+        lines += [
+            f"- {esc(h.split(': perflab')[0])}: `perflab{h.split(': perflab')[1]}`"
+            if ": perflab" in h
+            else f"- {esc(h)}"
+            for h in d["hypotheses"]
+        ]
     return lines

@@ -1,0 +1,61 @@
+"""Delta breakdowns and diagnoses: pure functions over summary entries and profiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from perflab.diagnosis import delta_breakdown, diagnose
+
+
+def profile(families_us: dict[str, float], steps: int = 2, ops: list[str] = ()) -> dict:
+    return {
+        "families_us": families_us,
+        "profiled_steps": steps,
+        "top_ops": [{"name": n} for n in ops],
+    }
+
+
+def test_the_breakdown_sums_to_the_measured_difference():
+    base = profile({"aten": 20_000.0, "oneDNN": 10_000.0})  # 10 + 5 ms per step
+    var = profile({"aten": 8_000.0, "oneDNN": 10_000.0, "c++ (inductor)": 4_000.0})
+    d = delta_breakdown(base, var, measured_ms=5.5)
+    assert d["families_ms"] == pytest.approx({"aten": -6.0, "oneDNN": 0.0, "c++ (inductor)": 2.0})
+    assert d["profiled_saving_ms"] == pytest.approx(4.0)
+    # every millisecond is accounted for: by a family, or as unexplained
+    assert -sum(d["families_ms"].values()) + d["unexplained_ms"] == pytest.approx(5.5)
+
+
+def _variant(data_ms: float, forward: float, backward: float, **settings) -> dict:
+    step = data_ms + forward + backward
+    return {
+        "step_ns": {"p50": step * 1e6},
+        "phase_median_ns": {
+            "data": data_ms * 1e6,
+            "forward": forward * 1e6,
+            "backward": backward * 1e6,
+        },
+        "settings": {"device": "cpu", **settings},
+    }
+
+
+def test_a_step_waiting_on_its_loader_is_input_bound_with_worker_hypothesis():
+    d = diagnose(_variant(6, 2, 2, num_workers=0), profile({"aten": 1.0}))
+    assert d["bottleneck"] == "input-bound" and d["data_wait_share"] == pytest.approx(0.6)
+    assert any("num_workers=0,2" in h for h in d["hypotheses"])
+
+
+def test_a_busy_model_is_compute_bound_and_names_its_slowest_phase():
+    d = diagnose(
+        _variant(0.1, 3, 6, amp_dtype="bfloat16", compile_mode="default", channels_last=False),
+        profile({"aten": 9.0, "memcpy/memset": 1.0}, ops=["aten::mkldnn_convolution"]),
+    )
+    assert d["bottleneck"] == "compute-bound" and d["slowest_phase"] == "backward"
+    assert d["top_operations"] == ["aten::mkldnn_convolution"]
+    assert d["hypotheses"] == [
+        "channels_last may suit the convolutions: perflab -m channels_last=false,true"
+    ]
+
+
+def test_copies_dominating_the_profile_read_as_memory_movement():
+    d = diagnose(_variant(0.1, 3, 3), profile({"aten": 1.0, "memcpy/memset": 3.0}))
+    assert d["bottleneck"] == "memory-movement-heavy"
