@@ -61,9 +61,7 @@ def forest(report: Report, path: Path) -> bool:
             color="tab:blue",
             capsize=4,
         )
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{c['variant']}" for c in rows])
-    ax.invert_yaxis()
+    _label_rows(ax, [c["variant"] for c in rows])
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -158,9 +156,7 @@ def phases(report: Report, path: Path) -> bool:
         widths = np.array([v["phase_median_ns"].get(name, 0.0) / 1e6 for v in variants])
         ax.barh(range(len(variants)), widths, left=left, label=name)
         left += widths
-    ax.set_yticks(range(len(variants)))
-    ax.set_yticklabels([v["label"] for v in variants])
-    ax.invert_yaxis()
+    _label_rows(ax, [v["label"] for v in variants])
     ax.set_xlabel("median phase time, ms")
     ax.legend(fontsize=7, loc="best")
     _save(fig, path)
@@ -191,15 +187,19 @@ def memory(report: Report, path: Path) -> bool:
     if not variants:
         return False
     fig, ax = _figure(0.45 * len(variants) + 1.4)
-    ax.barh(
-        range(len(variants)), [v["peak_memory_bytes"] / 2**20 for v in variants], color="tab:purple"
-    )
-    ax.set_yticks(range(len(variants)))
-    ax.set_yticklabels([v["label"] for v in variants])
-    ax.invert_yaxis()
+    megabytes = [v["peak_memory_bytes"] / 2**20 for v in variants]
+    ax.barh(range(len(variants)), megabytes, color="tab:purple")
+    _label_rows(ax, [v["label"] for v in variants])
     ax.set_xlabel("peak memory, MiB")
     _save(fig, path)
     return True
+
+
+def _label_rows(ax: Any, labels: list[str]) -> None:
+    """One horizontal bar per variant, labelled, first at the top."""
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
 
 
 PLOTS: dict[str, tuple[str, Callable[[Report, Path], bool]]] = {
