@@ -21,7 +21,7 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 from perflab import environment, outcome
 from perflab.config import PerflabConfig, register_configs
 from perflab.errors import ConfigError, PerflabError
-from perflab.records import load_record, write_record
+from perflab.records import load_record
 
 register_configs()
 
@@ -44,21 +44,13 @@ def run_single(
     cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
 ) -> Path:
     """Run one trial in a fresh process; return its record path or raise."""
-    from perflab.isolation import run_isolated
-    from perflab.trial import TrialRequest, failure_record, run_trial
+    from perflab.trial import TrialRequest, run_in_fresh_process
 
     record_path = job_dir / "trials" / "000.json"
     request = TrialRequest(
         cfg, config_dict, str(record_path), environment.invocation(), choices=choices
     )
-    result = run_isolated(run_trial, request, cfg.trial.timeout_s)
-    if result.kind == "config_error":
-        raise PerflabError(result.message)
-    if result.kind != "ok":
-        # The child died or hung before writing its record: the parent writes it, so a
-        # failure is never a lost result.
-        write_record(record_path, failure_record(request, result.kind, result.message))
-    return record_path
+    return run_in_fresh_process(request)
 
 
 def _display_path(path: Path) -> Path:

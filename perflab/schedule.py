@@ -24,14 +24,8 @@ from perflab.config import PerflabConfig, ScheduleConfig
 from perflab.errors import PerflabError
 from perflab.isolation import run_isolated
 from perflab.plan import SENTINEL, Plan
-from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
-from perflab.trial import (
-    TrialRequest,
-    check_settings,
-    failure_record,
-    run_profile,
-    run_trial,
-)
+from perflab.records import TrialRecord, load_record, write_json_atomic
+from perflab.trial import TrialRequest, check_settings, run_in_fresh_process, run_profile
 
 PROFILE_FILE = "profile.json"
 
@@ -72,12 +66,7 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
 def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
     path = run.job_dir / "trials" / f"r{round_:03d}.json"
     request = dataclasses.replace(run.request, record_path=str(path), round=round_)
-    result = run_isolated(run_trial, request, request.config.trial.timeout_s)
-    if result.kind == "config_error":
-        raise PerflabError(result.message)
-    if result.kind != "ok":
-        write_record(path, failure_record(request, result.kind, result.message))
-    record = load_record(path)
+    record = load_record(run_in_fresh_process(request))
     if record.status == "ok":
         run.costs[round_] = stats.trial_cost(record, metric)
     else:

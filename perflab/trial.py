@@ -213,6 +213,22 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
     )
 
 
+def run_in_fresh_process(request: TrialRequest) -> Path:
+    """Run one trial in a fresh process and return its record's path. An impossible
+    setting raises PerflabError (nothing measured); a child that died or hung before
+    writing its record gets one from the parent, so a failure is never a lost result."""
+    from perflab.errors import PerflabError
+    from perflab.isolation import run_isolated
+
+    path = Path(request.record_path)
+    result = run_isolated(run_trial, request, request.config.trial.timeout_s)
+    if result.kind == "config_error":
+        raise PerflabError(result.message)
+    if result.kind != "ok":
+        write_record(path, failure_record(request, result.kind, result.message))
+    return path
+
+
 def _user_code_importable(request: TrialRequest) -> None:
     cwd = request.invocation.get("cwd")
     if cwd and cwd not in sys.path:

@@ -43,7 +43,8 @@ def test_augment_passes_cost_real_cpu_time(make_config):
         return time.perf_counter() - start
 
     cost(1)  # warm up
-    assert cost(8) > cost(0)
+    # best of three each: eight passes of tensor work against none, robust to a co-tenant
+    assert min(cost(8) for _ in range(3)) > min(cost(0) for _ in range(3))
 
 
 def test_infinite_sampler_cycles_through_permutations():
