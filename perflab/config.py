@@ -21,6 +21,7 @@ from perflab.errors import ConfigError
 # booleans that OmegaConf turns into "True"/"False"; they are normalised in __post_init__.
 AMP_VALUES = ("off", "bf16", "fp16", "true", "false")
 COMPILE_VALUES = ("off", "default", "reduce-overhead", "max-autotune", "true", "false")
+FUSED_VALUES = ("off", "triton", "true", "false")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -196,6 +197,9 @@ class TrialConfig:
     # run the numerics probe and the evidence pass in every round of a sweep, not only in
     # round 0 (they repeat the same answer; off saves about two steps per trial)
     checks_every_round: bool = False
+    # on CUDA, sample GPU telemetry (NVML: utilization, SM clock, temperature, power,
+    # throttle reasons) this often during the timed block; 0 turns it off
+    telemetry_interval_ms: float = 100.0
 
 
 @dataclass
@@ -238,6 +242,9 @@ class ProfilingConfig:
     stacks: bool = False
     # the compressed trace is kept only up to this size
     max_trace_mb: float = 20.0
+    # on CUDA, also export a memory snapshot (memory_snapshot.pickle) of the profiled
+    # steps for https://pytorch.org/memory_viz; ignored with a warning on CPU
+    memory_snapshot: bool = False
 
 
 @dataclass
@@ -272,6 +279,10 @@ class PerflabConfig:
     compile_dynamic: bool | None = None
     # convert model and inputs to torch.channels_last (4-D inputs only)
     channels_last: bool = False
+    # perflab's own fused Triton kernels (bias+GELU, LayerNorm) in the built-in models:
+    # off or triton (true = triton). On CPU they run in Triton's interpreter: correct,
+    # but their timing is not representative.
+    fused: str = "off"
     # DataLoader worker processes (0 = load in the training process)
     num_workers: int = 0
     # DataLoader pin_memory (only has an effect with an accelerator)
@@ -296,6 +307,7 @@ class PerflabConfig:
     def __post_init__(self) -> None:
         self.amp = _normalise_switch(self.amp, on="true")
         self.compile = _normalise_switch(self.compile, on="default")
+        self.fused = _normalise_switch(self.fused, on="triton")
         validate(self)
 
 
@@ -349,6 +361,7 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _one_of("device", cfg.device, DEVICES)
     _one_of("amp", cfg.amp, AMP_VALUES)
     _one_of("compile", cfg.compile, COMPILE_VALUES)
+    _one_of("fused", cfg.fused, FUSED_VALUES)
     _at_least("num_workers", cfg.num_workers, 0)
     _at_least("threads", cfg.threads, 1)
     _one_of("matmul_precision", cfg.matmul_precision, MATMUL_PRECISIONS)
@@ -411,6 +424,7 @@ def _validate_trial(trial: TrialConfig) -> None:
     _at_least("trial.max_s", trial.max_s, trial.min_s, "trial.min_s")
     _require(trial.timeout_s > 0, "trial.timeout_s", trial.timeout_s, "> 0", "must be positive")
     _at_least("trial.min_event_window_us", trial.min_event_window_us, 0)
+    _at_least("trial.telemetry_interval_ms", trial.telemetry_interval_ms, 0)
 
 
 def _validate_schedule(s: ScheduleConfig) -> None:

@@ -23,6 +23,7 @@ BUILTIN_TREATMENTS: dict[str, Any] = {
     "amp": "off",
     "compile": "off",
     "channels_last": False,
+    "fused": "off",
     "num_workers": 0,
     "pin_memory": False,
 }
