@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perflab import stats
+from perflab import stats, telemetry
 from perflab.errors import RecordError
 from perflab.numerics import compare_probes
 from perflab.plan import SENTINEL, Plan, Variant
@@ -198,6 +199,11 @@ def variant_summary(
                 for k in dict.fromkeys(k for p in per_trial for k in p.phase_median_ns)
             },
             "peak_memory_bytes": max((p.peak_memory_bytes or 0) for p in per_trial),
+            # memory kind (cuda_allocator or process_rss) and, from the instrumented
+            # step of the trials that ran the checks, memory at the end of each phase
+            "memory_kind": ok[0].memory.get("kind"),
+            "memory_by_phase": next((t.memory["phases"] for t in ok if t.memory.get("phases")), []),
+            "telemetry": telemetry_summary(ok),
             "load_max": max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
             "settings": ok[0].settings,
         }
@@ -206,6 +212,30 @@ def variant_summary(
     summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
     summary["health"] = _health(ok, summary["load_max"])
     return summary
+
+
+def telemetry_summary(ok: list[TrialRecord]) -> dict[str, Any]:
+    """GPU telemetry over a variant's trials: medians of the per-trial medians, extremes
+    of the extremes; {"available": false, ...} when no trial had any."""
+    have = [t.telemetry for t in ok if t.telemetry.get("available")]
+    if not have:
+        reasons = {str(t.telemetry["reason"]) for t in ok if t.telemetry.get("reason")}
+        return {"available": False, "reason": "; ".join(sorted(reasons)) or "not recorded"}
+
+    def median_of(key: str) -> float | None:
+        values = [x[key] for x in have if x.get(key) is not None]
+        return float(np.median(values)) if values else None
+
+    temps = [x["temperature_c_max"] for x in have if x.get("temperature_c_max") is not None]
+    return {
+        "available": True,
+        "device": have[0].get("device"),
+        "trials": len(have),
+        "util_pct_median": median_of("util_pct_median"),
+        "clock_ratio_median": median_of("clock_ratio_median"),
+        "power_w_median": median_of("power_w_median"),
+        "temperature_c_max": max(temps) if temps else None,
+    }
 
 
 def _why(record: TrialRecord) -> str:
@@ -235,6 +265,8 @@ def _health(ok: list[TrialRecord], load: float) -> list[str]:
     cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
     if cores and load > cores:
         flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
+    gpu = Counter(flag for t in ok for flag in telemetry.health_flags(t.telemetry))
+    flags += [f"{flag} (in {n}/{len(ok)} trials)" for flag, n in sorted(gpu.items())]
     evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
     if evidence_off:
         flags.append(f"knob not in effect: {', '.join(evidence_off)}")

@@ -64,3 +64,38 @@ def peak_memory(device: str, rss_at_start: int | None) -> dict[str, Any]:
         result["kind"] = "process_rss"
         result["peak_bytes"] = result["peak_rss_bytes"]
     return result
+
+
+class PhaseMemory:
+    """The ``mark`` of one instrumented step: memory at the end of every phase.
+
+    On CUDA the caching allocator's counters are host-side state, updated when an
+    allocation is requested, so reading them needs no synchronisation: allocated and
+    reserved bytes at the phase's end, and the allocated peak within the phase (the peak
+    is reset after each reading). On CPU the process RSS at the phase's end.
+    """
+
+    def __init__(self, phases: tuple[str, ...], device: str) -> None:
+        self._phases, self._device = phases, device
+        self.rows: list[dict[str, Any]] = []
+        if device == "cuda":
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+
+    def __call__(self) -> None:
+        phase = self._phases[len(self.rows) % len(self._phases)]
+        if self._device != "cuda":
+            self.rows.append({"phase": phase, "rss_bytes": current_rss_bytes()})
+            return
+        import torch
+
+        self.rows.append(
+            {
+                "phase": phase,
+                "allocated_bytes": torch.cuda.memory_allocated(),
+                "reserved_bytes": torch.cuda.memory_reserved(),
+                "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+            }
+        )
+        torch.cuda.reset_peak_memory_stats()

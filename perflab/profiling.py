@@ -64,6 +64,21 @@ FAMILY_RULES: list[tuple[str, str, str]] = [
     ),
     ("cuBLAS", r"(cublas|gemm|gemv|cutlass|sm\d+_xmma)", "NVIDIA cuBLAS/CUTLASS matmuls"),
     ("oneDNN", r"(mkldnn|onednn|dnnl)", "Intel oneDNN (mkldnn) CPU kernels"),
+    (
+        "aten matmul/conv",
+        r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|_convolution|convolution|"
+        r"_scaled_dot_product|scaled_dot_product)",
+        "ATen's compute-dense operators: many flops per byte moved",
+    ),
+    (
+        "aten elementwise/norm",
+        r"^aten::(add|sub|mul|div|neg|exp|log|pow|sqrt|rsqrt|gelu|relu|silu|sigmoid|tanh|"
+        r"threshold|clamp|where|fill|zero|dropout|native_dropout|layer_norm|"
+        r"native_layer_norm|batch_norm|native_batch_norm|_native_batch_norm|_softmax|"
+        r"softmax|_log_softmax|log_softmax|sum|mean)",
+        "ATen's pointwise, reduction and normalisation operators (and their backward): "
+        "few flops per byte, so memory bandwidth sets their pace",
+    ),
     ("aten", r"^aten::", "other ATen operators"),
 ]
 _COMPILED_RULES = [
@@ -203,6 +218,75 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+# --- device busy and idle ---------------------------------------------------------------
+
+
+def union_us(intervals: list[tuple[float, float]], window: tuple[float, float]) -> float:
+    """Length of the union of ``intervals`` clipped to ``window`` (overlaps count once)."""
+    lo, hi = window
+    clipped = sorted((max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi)
+    total, end = 0.0, lo
+    for s, e in clipped:
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
+def busy_summary(
+    busy: list[tuple[float, float]], windows: list[tuple[float, float]], basis: str
+) -> dict[str, Any]:
+    """How much of the profiled steps' wall time the device (or, on CPU, the operators)
+    was busy. Idle device time with no data wait means the host could not issue work
+    fast enough: launch-bound on CUDA, framework-overhead-bound on CPU."""
+    window_us = sum(e - s for s, e in windows)
+    busy_us = sum(union_us(busy, w) for w in windows)
+    durations = sorted(e - s for s, e in busy)
+    return {
+        "basis": basis,
+        "window_us": window_us,
+        "busy_us": busy_us,
+        "idle_us": window_us - busy_us,
+        "busy_share": busy_us / window_us if window_us else None,
+        "intervals": len(busy),
+        "median_interval_us": durations[len(durations) // 2] if durations else None,
+    }
+
+
+def _outermost_ops(events: list[Any]) -> list[Any]:
+    """ATen operators not nested in another ATen operator: their union is the time the
+    CPU spent inside operators rather than in Python and the framework."""
+
+    def nested(e: Any) -> bool:
+        parent = e.cpu_parent
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                return True
+            parent = parent.cpu_parent
+        return False
+
+    return [e for e in events if e.name.startswith("aten::") and not nested(e)]
+
+
+def busy_time(events: list[Any], device: str) -> dict[str, Any]:
+    """Busy and idle time within the profiled steps (the ProfilerStep#N ranges): CUDA
+    kernels, copies and fills on CUDA; outermost ATen operators on CPU. The step ranges
+    are named ProfilerStep#N in the trace and ProfilerStep* in the event list."""
+    from torch.autograd import DeviceType
+
+    windows = [
+        (e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep")
+    ]
+    if device == "cuda":
+        busy = [e for e in events if e.device_type == DeviceType.CUDA]
+        basis = "CUDA kernels, copies and fills on the device"
+    else:
+        busy = _outermost_ops(events)
+        basis = "outermost ATen operators on the CPU (the rest is Python and framework)"
+    spans = [(e.time_range.start, e.time_range.end) for e in busy]
+    return busy_summary(spans, windows, basis)
+
+
 def write_trace(prof: Any, path: Path, max_bytes: int) -> dict[str, Any]:
     """Export a Chrome/Perfetto trace, gzip it, and keep it only within the size bound."""
     raw = path.with_suffix("")  # trace.json next to trace.json.gz, removed after
@@ -230,6 +314,8 @@ def write_profile(
     trace: dict[str, Any],
     overhead: dict[str, float],
     profiled_steps: int,
+    busy: dict[str, Any],
+    extras: dict[str, Any] | None = None,
 ) -> None:
     ranked = sorted(rows, key=lambda r: -(r.self_device_us if device == "cuda" else r.self_cpu_us))
     write_json_atomic(
@@ -255,6 +341,8 @@ def write_profile(
             },
             **trace,
             "overhead": overhead,
+            "busy": busy,
+            **(extras or {}),
         },
     )
 

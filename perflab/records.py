@@ -89,6 +89,9 @@ class TrialRecord:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     # settings that must not differ between compared variants
     conditions: dict[str, Any] = field(default_factory=dict)
+    # GPU telemetry sampled during the timed block (perflab.telemetry); on CPU only
+    # {"available": false, "reason": ...}
+    telemetry: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     # load average (1, 5, 15 min) at the start and the end of the trial

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from perflab import environment, knobs, memory
+from perflab import environment, knobs, memory, telemetry
 from perflab.config import PerflabConfig
 from perflab.errors import ConfigError
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
@@ -46,6 +46,9 @@ from perflab.workloads import check_factories
 log = logging.getLogger(__name__)
 
 PROBE_SAMPLE_SIZE = 4096
+MEMORY_SNAPSHOT_FILE = "memory_snapshot.pickle"
+# allocation events kept for the snapshot: enough for a few steps of a large model
+MEMORY_HISTORY_ENTRIES = 100_000
 
 
 @dataclass
@@ -81,6 +84,7 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
     group = steps_per_sample(resolved.device, warmup_ns, tcfg.min_event_window_us)
 
     before = knobs.compile_counters()
+    sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
     block = run_block(
         step,
         source,
@@ -93,6 +97,8 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
         phase_marks=group == 1,
     )
     host, device = timer.collect()
+    if sampler is not None:
+        record.telemetry = sampler.stop()
     after = knobs.compile_counters()
 
     times = split_marks(host, device, phases if group == 1 else ("step",), group)
@@ -323,9 +329,18 @@ def _run(cfg: PerflabConfig, resolved: Resolved, record: TrialRecord, checks: bo
     measure(cfg, resolved, prep, record)
     record.memory = memory.peak_memory(resolved.device, rss_at_start)
     if checks:
+        record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
         record.probe = numerics_probe(cfg, resolved, prep, snapshot)
         evidence_pass(cfg, resolved, prep, record)
     del pad  # held until here on purpose
+
+
+def memory_by_phase(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> list[dict[str, Any]]:
+    """One more step, after the timed block, reading memory at the end of every phase."""
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    marks = memory.PhaseMemory(phases, resolved.device)
+    make_step(cfg, resolved, prep)(prep.workload.batches, marks)
+    return marks.rows
 
 
 def run_profile(request: TrialRequest) -> str:
@@ -352,6 +367,9 @@ def run_profile(request: TrialRequest) -> str:
     first_call(step, prep, make_timer(resolved.device, capacity=2))
     unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
     p = cfg.profiling
+    out = Path(request.record_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    snapshot = _start_memory_snapshot(p.memory_snapshot, resolved.device)
     prof, profiled_s = profiling.profile_steps(
         step,
         prep.workload.batches,
@@ -362,8 +380,7 @@ def run_profile(request: TrialRequest) -> str:
         p.memory,
         p.stacks,
     )
-    out = Path(request.record_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    extras = {"memory_snapshot": _finish_memory_snapshot(snapshot, out)}
     trace = profiling.write_trace(prof, out.with_name("trace.json.gz"), int(p.max_trace_mb * 2**20))
     reference = sorted(unprofiled)[1]
     profiling.write_profile(
@@ -373,6 +390,8 @@ def run_profile(request: TrialRequest) -> str:
         rows=profiling.op_rows(prof),
         trace=trace,
         profiled_steps=p.active,
+        busy=profiling.busy_time(list(prof.events()), resolved.device),
+        extras=extras,
         overhead={
             "unprofiled_step_s": reference,
             "profiled_step_s": profiled_s,
@@ -380,6 +399,27 @@ def run_profile(request: TrialRequest) -> str:
         },
     )
     return "ok"
+
+
+def _start_memory_snapshot(requested: bool, device: str) -> str | None:
+    """Start recording allocator history for a memory snapshot when asked and possible;
+    return why not otherwise."""
+    if not requested:
+        return "off (profiling.memory_snapshot=false)"
+    if device != "cuda":
+        return f"not available on {device}: the snapshot records the CUDA caching allocator"
+    torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
+    return None
+
+
+def _finish_memory_snapshot(not_started: str | None, out: Path) -> dict[str, Any]:
+    if not_started is not None:
+        return {"file": None, "note": not_started}
+    path = out.with_name(MEMORY_SNAPSHOT_FILE)
+    # A pickle, because that is the visualizer's format; perflab writes it, never loads it.
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return {"file": path.name, "note": "open it in https://pytorch.org/memory_viz"}
 
 
 def _wall_step(step: Any, prep: Prepared, device: str) -> float:

@@ -69,7 +69,21 @@ def make_sweep(
                     0.04,
                     "min_reached",
                 ),
-                memory={"peak_bytes": 100 * 2**20},
+                memory={
+                    "kind": "process_rss",
+                    "peak_bytes": 100 * 2**20,
+                    **(
+                        {
+                            "phases": [
+                                {"phase": p, "rss_bytes": (90 + i) * 2**20}
+                                for i, p in enumerate(("data", "forward"))
+                            ]
+                        }
+                        if r == 0
+                        else {}
+                    ),
+                },
+                telemetry={"available": False, "reason": "no GPU telemetry on cpu"},
                 environment={**ENVIRONMENT, "torch": torch},
                 conditions={"threads": 1, "interop_threads": 2},
                 load_start=[0.5, 0.4, 0.3],

@@ -59,3 +59,43 @@ def test_a_busy_model_is_compute_bound_and_names_its_slowest_phase():
 def test_copies_dominating_the_profile_read_as_memory_movement():
     d = diagnose(_variant(0.1, 3, 3), profile({"aten": 1.0, "memcpy/memset": 3.0}))
     assert d["bottleneck"] == "memory-movement-heavy"
+
+
+def _busy(share: float) -> dict:
+    return {"busy_share": share}
+
+
+def test_an_idle_gpu_without_data_wait_is_launch_bound_with_cuda_graph_hypothesis():
+    p = {**profile({"cuBLAS": 1.0}), "busy": _busy(0.35)}
+    d = diagnose(_variant(0.1, 3, 3, device="cuda", batch_size=32), p)
+    assert d["bottleneck"] == "launch-bound" and d["idle_share"] == pytest.approx(0.65)
+    assert any("batch_size=32,64" in h for h in d["hypotheses"])
+    assert any("compile=off,reduce-overhead" in h for h in d["hypotheses"])
+
+
+def test_time_outside_operators_on_cpu_reads_as_overhead_bound():
+    p = {**profile({"aten": 1.0}), "busy": _busy(0.5)}
+    assert diagnose(_variant(0.1, 3, 3), p)["bottleneck"] == "overhead-bound"
+
+
+def test_a_starved_loader_is_input_bound_even_with_an_idle_device():
+    # the idle device is the symptom, the loader the cause: the cause wins
+    p = {**profile({"aten": 1.0}), "busy": _busy(0.2)}
+    assert diagnose(_variant(6, 2, 2, device="cuda"), p)["bottleneck"] == "input-bound"
+
+
+def test_elementwise_dominated_profile_is_memory_bound_with_fusion_hypothesis():
+    p = {
+        **profile({"aten elementwise/norm": 6.0, "aten matmul/conv": 4.0}),
+        "busy": _busy(0.9),
+    }
+    d = diagnose(_variant(0.1, 3, 3, fused="off"), p)
+    assert d["bottleneck"] == "memory-bound" and d["elementwise_share"] == pytest.approx(0.6)
+    assert any("fused=off,triton" in h for h in d["hypotheses"])
+
+
+def test_every_rule_carries_its_condition_and_reason():
+    from perflab.diagnosis import DIAGNOSIS_RULES
+
+    assert DIAGNOSIS_RULES[-1].kind == "compute-bound"
+    assert all(r.condition and r.reason for r in DIAGNOSIS_RULES)

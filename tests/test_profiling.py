@@ -32,7 +32,12 @@ from perflab.trial import TrialRequest, run_profile
         ("Memset (Device)", "memcpy/memset"),
         ("ncclKernel_AllReduce_RING_LL_Sum_float", "communication"),
         ("aten::mkldnn_convolution", "oneDNN"),
-        ("aten::addmm", "aten"),
+        ("aten::addmm", "aten matmul/conv"),
+        ("aten::convolution_backward", "aten matmul/conv"),
+        ("aten::add_", "aten elementwise/norm"),
+        ("aten::gelu_backward", "aten elementwise/norm"),
+        ("aten::native_layer_norm", "aten elementwise/norm"),
+        ("aten::empty", "aten"),
         ("perflab/forward", "perflab phase"),
         ("cudaLaunchKernel", "other"),
     ],
@@ -73,3 +78,51 @@ def test_a_trace_over_the_bound_is_not_kept(tmp_path, make_config):
     profile, trace = _profile(tmp_path, make_config, "profiling.max_trace_mb=0.0001")
     assert profile["trace"] is None and "exceeds" in profile["trace_note"]
     assert not trace.exists()
+
+
+def test_busy_time_is_the_union_of_intervals_within_the_steps():
+    from perflab.profiling import busy_summary, union_us
+
+    assert union_us([(0, 4), (2, 6), (8, 9)], (1, 10)) == pytest.approx(6.0)
+    assert union_us([(0, 1)], (2, 3)) == 0.0
+    s = busy_summary([(0, 4), (2, 6), (12, 13)], [(0, 10), (10, 20)], "test")
+    assert s["window_us"] == 20 and s["busy_us"] == 7 and s["busy_share"] == pytest.approx(0.35)
+
+
+def test_busy_time_on_cuda_counts_device_events_only():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from perflab.profiling import busy_time
+
+    def ev(name, start, end, device=DeviceType.CPU):
+        return SimpleNamespace(
+            name=name,
+            time_range=SimpleNamespace(start=start, end=end),
+            device_type=device,
+            cpu_parent=None,
+        )
+
+    events = [
+        ev("ProfilerStep*", 0, 100),
+        ev("aten::mm", 0, 90),  # host side: not device work
+        ev("sm90_xmma_gemm_bf16", 10, 30, DeviceType.CUDA),
+        ev("triton_poi_fused_add_0", 25, 40, DeviceType.CUDA),
+        ev("Memcpy HtoD (Pageable -> Device)", 60, 70, DeviceType.CUDA),
+    ]
+    s = busy_time(events, "cuda")
+    assert s["busy_us"] == 40 and s["idle_us"] == 60 and s["intervals"] == 3
+
+
+def test_cpu_busy_time_counts_outermost_operators_once(tmp_path, make_config):
+    profile, _ = _profile(tmp_path, make_config)
+    busy = profile["busy"]
+    assert busy["basis"].startswith("outermost ATen operators")
+    assert 0 < busy["busy_share"] < 1 and busy["busy_us"] + busy["idle_us"] == pytest.approx(
+        busy["window_us"]
+    )
+    assert profile["memory_snapshot"] == {
+        "file": None,
+        "note": "off (profiling.memory_snapshot=false)",
+    }

@@ -146,3 +146,37 @@ def test_reports_are_made_without_torch(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_memory_section_shows_cuda_phases_and_gpu_telemetry():
+    from types import SimpleNamespace
+
+    from perflab.report.resources import resources_section
+
+    variant = {
+        "name": "0",
+        "label": "amp=off",
+        "step_ns": {"p50": 1e6},
+        "peak_memory_bytes": 3 * 2**30,
+        "memory_kind": "cuda_allocator",
+        "memory_by_phase": [
+            {
+                "phase": "forward",
+                "allocated_bytes": 2 * 2**30,
+                "reserved_bytes": 4 * 2**30,
+                "peak_allocated_bytes": 3 * 2**30,
+            }
+        ],
+        "telemetry": {
+            "available": True,
+            "device": "NVIDIA H100 80GB HBM3",
+            "util_pct_median": 98.0,
+            "clock_ratio_median": 0.99,
+            "temperature_c_max": 64.0,
+            "power_w_median": 612.0,
+        },
+    }
+    report = SimpleNamespace(summary={"variants": [variant]})
+    text = "\n".join(resources_section(report))
+    assert "| amp=off | 3,072.0 | 2,048.0 (3,072.0) | util 98 %, SM clock 99% of max" in text
+    assert "NVIDIA H100 80GB HBM3" in text and "allocated MiB" in text

@@ -32,6 +32,11 @@ def test_train_trial_writes_a_complete_record(tmp_path, make_config):
     for i, total in enumerate(samples.step_ns):  # on CPU the phases tile the step exactly
         assert sum(p[i] for p in samples.phases_ns.values()) == total
     assert record.memory["kind"] == "process_rss" and record.memory["peak_bytes"] > 0
+    # one instrumented step after the timed block: RSS at the end of every phase
+    phases = [row["phase"] for row in record.memory["phases"]]
+    assert phases == ["data", "h2d", "forward", "backward", "optimizer"]
+    assert all(row["rss_bytes"] > 0 for row in record.memory["phases"])
+    assert record.telemetry == {"available": False, "reason": "no GPU telemetry on cpu"}
     assert record.probe is not None and record.probe.grad_norm is not None
     assert record.probe.output_shape == [4, 10]
     assert all(e["ok"] is not False for e in record.evidence.values()), record.evidence

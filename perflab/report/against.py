@@ -16,8 +16,8 @@ from typing import Any
 from perflab import stats
 from perflab.analysis import costs
 from perflab.errors import PerflabError
-from perflab.report.markdown import esc, table
 from perflab.report.tables import Report, first_ok
+from perflab.report.text import esc, table
 
 # What must be equal for two runs to be compared: where they ran and with what.
 ENV_KEYS = ("torch", "cuda", "cudnn", "python", "cpu_model", "usable_cpus", "cuda_devices")
