@@ -13,7 +13,7 @@ import json
 import math
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,17 @@ class Experiment:
     # "running", "precision reached", "max rounds", "time budget", "interrupted",
     # "every variant failed", "no comparison left (failed variants)", "config error"
     stop_reason: str
+    # complete rounds, and seconds spent measuring (summed over the sessions of a resumed
+    # experiment; the time between sessions does not count)
     rounds: int
     elapsed_s: float
+    # what a resumed session must match: each job's composed config and the machine and
+    # software (perflab.resume.fingerprint)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    # seconds each round took (a round finished in a later session adds both parts)
+    round_s: list[float] = field(default_factory=list)
+    # one entry per resumed session: at_round, trials_kept, at (ISO 8601 UTC)
+    resumed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +62,9 @@ class Experiment:
             "stop_reason": self.stop_reason,
             "rounds": self.rounds,
             "elapsed_s": self.elapsed_s,
+            "fingerprint": self.fingerprint,
+            "round_s": self.round_s,
+            "resumed": self.resumed,
         }
 
     @classmethod
@@ -64,12 +76,24 @@ class Experiment:
             data["stop_reason"],
             data["rounds"],
             data["elapsed_s"],
+            data.get("fingerprint", {}),
+            data.get("round_s", []),
+            data.get("resumed", []),
         )
 
 
-def load_trials(sweep_dir: Path, plan: Plan) -> dict[str, dict[int, TrialRecord]]:
-    """Every readable record of every variant, by round. Unreadable files are skipped
-    (and named) rather than stopping the analysis."""
+# Files already warned about in this process: a sweep reads its records several times
+# (resume, summary, report) and should name a bad file once.
+_warned: set[str] = set()
+
+
+def load_trials(
+    sweep_dir: Path, plan: Plan, skipped: list[str] | None = None
+) -> dict[str, dict[int, TrialRecord]]:
+    """Every readable record of every variant, by round. An unreadable file (truncated,
+    not JSON, not a perflab record, a newer schema_version) is skipped with a warning on
+    stderr naming it, and appended to ``skipped`` (path relative to the sweep directory:
+    why), rather than stopping the analysis."""
     trials: dict[str, dict[int, TrialRecord]] = {}
     for variant in plan.variants:
         by_round: dict[int, TrialRecord] = {}
@@ -77,7 +101,12 @@ def load_trials(sweep_dir: Path, plan: Plan) -> dict[str, dict[int, TrialRecord]
             try:
                 record = load_record(path)
             except RecordError as exc:
-                print(f"perflab: skipping {exc}", file=sys.stderr)
+                if str(path) not in _warned:
+                    _warned.add(str(path))
+                    print(f"perflab: warning: skipping {exc}", file=sys.stderr)
+                if skipped is not None:
+                    why = str(exc).removeprefix(f"{path}: ")
+                    skipped.append(f"{path.relative_to(sweep_dir).as_posix()}: {why}")
                 continue
             by_round[record.round] = record
         trials[variant.name] = by_round
@@ -238,10 +267,24 @@ def telemetry_summary(ok: list[TrialRecord]) -> dict[str, Any]:
     }
 
 
+# Exception types that mean the trial ran out of memory: torch.OutOfMemoryError (CUDA and
+# other accelerators; torch.cuda.OutOfMemoryError is the same class) and Python's own.
+OUT_OF_MEMORY = ("OutOfMemoryError", "MemoryError")
+
+
 def _why(record: TrialRecord) -> str:
     if record.invalid_reason:
         return f"{record.status}: {record.invalid_reason}"
-    return f"{record.status}: {record.error.message.splitlines()[0] if record.error else ''}"
+    if record.error is None:
+        return f"{record.status}: "
+    message = record.error.message.splitlines()[0] if record.error.message else ""
+    if record.error.type in (record.status, ""):  # the parent's record of a dead process
+        return f"{record.status}: {message}"
+    why = f"{record.status}: {record.error.type}: {message}"
+    if record.error.type in OUT_OF_MEMORY:
+        batch = record.config.get("batch_size")
+        why += f" (out of memory at batch_size={batch}: lower batch_size or the model size)"
+    return why
 
 
 def _iqr_ratio(step_ns: list[int]) -> float:

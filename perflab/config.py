@@ -10,7 +10,9 @@ measurement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import copy
+import math
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from omegaconf import MISSING
@@ -22,6 +24,7 @@ from perflab.errors import ConfigError
 AMP_VALUES = ("off", "bf16", "fp16", "true", "false")
 COMPILE_VALUES = ("off", "default", "reduce-overhead", "max-autotune", "true", "false")
 FUSED_VALUES = ("off", "triton", "true", "false")
+EXECUTORS = ("local", "slurm")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -30,6 +33,10 @@ DATA_SOURCES = ("loader", "memory")
 INPUT_DTYPES = ("float32", "int64")
 TARGET_KINDS = ("classes", "regression", "none")
 METRICS = ("latency", "throughput")
+
+
+# torch.manual_seed takes seeds up to 2**64 - 1; a larger one failed the trial
+SEED_MAX = 2**64 - 1
 
 
 def ref(key: str) -> Any:
@@ -248,6 +255,39 @@ class ProfilingConfig:
 
 
 @dataclass
+class SlurmConfig:
+    """submitit's SLURM parameters for each group's job (scaleout.executor=slurm)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    # a node feature, e.g. a GPU type (sbatch --constraint)
+    constraint: str | None = None
+    gpus_per_node: int = 1
+    cpus_per_task: int = 8
+    mem_gb: int = 32
+    # wall-clock limit of one group's job, minutes
+    timeout_min: int = 120
+    # any other sbatch option, e.g. {exclusive: ""} or {reservation: perf}
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScaleOutConfig:
+    """Independent groups of a sweep, each run as one job through submitit."""
+
+    # swept keys whose values split the sweep into independent groups, e.g. [model];
+    # variants are compared only within a group, on one machine. Empty: no groups.
+    group_by: list[str] = field(default_factory=list)
+    # where the groups' jobs run: local (processes on this machine) or slurm
+    executor: str = "local"
+    # groups running at once with the local executor; more than 1 lets groups on one
+    # machine disturb each other's timing
+    max_parallel: int = 1
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+
+@dataclass
 class ReportConfig:
     # a sweep also publishes its report (report.md, plots, CSVs, summary.json) into this
     # directory, relative to where perflab runs, e.g. reports/amp-study; null: only into
@@ -262,6 +302,8 @@ class PerflabConfig:
     trial: TrialConfig = field(default_factory=TrialConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    # split a sweep into groups that run as separate jobs (submitit: local or SLURM)
+    scaleout: ScaleOutConfig = field(default_factory=ScaleOutConfig)
     # a sweep runs one separate, untimed profiling trial per variant (profile=off: none)
     profile: bool = True
     profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
@@ -335,8 +377,28 @@ def _at_least(field_name: str, value: float, minimum: float, label: str = "") ->
     _require(value >= minimum, field_name, value, bound, "too small")
 
 
+def _finite(obj: Any, prefix: str = "") -> None:
+    """Every float field is a finite number: inf and nan pass most range checks (nan
+    fails every comparison, inf passes every lower bound) and then break the trial."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if is_dataclass(value):
+            _finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float):
+            _require(
+                math.isfinite(value), f"{prefix}{f.name}", value, "a finite number", "not finite"
+            )
+
+
+def _is_factory_path(path: Any) -> bool:
+    """module.function: at least two dot-separated Python identifiers."""
+    parts = path.split(".") if isinstance(path, str) else []
+    return len(parts) >= 2 and all(part.isidentifier() for part in parts)
+
+
 def validate(cfg: PerflabConfig) -> None:
     """Check every rule that needs no torch; raise ConfigError on the first broken one."""
+    _finite(cfg)
     _validate_knobs(cfg)
     _validate_model(cfg.model)
     _validate_data(cfg.data)
@@ -352,6 +414,7 @@ def validate(cfg: PerflabConfig) -> None:
         "> 0",
         "must be positive",
     )
+    _validate_scaleout(cfg.scaleout)
     _validate_combinations(cfg)
 
 
@@ -368,6 +431,7 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _one_of("optimizer", cfg.optimizer, OPTIMIZERS)
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0", "must be positive")
     _at_least("seed", cfg.seed, 0)
+    _require(cfg.seed <= SEED_MAX, "seed", cfg.seed, f"<= {SEED_MAX} (2**64 - 1)", "too large")
 
 
 def _validate_model(model: Any) -> None:
@@ -379,12 +443,19 @@ def _validate_model(model: Any) -> None:
         "not a model config",
     )
     _require(
-        isinstance(model._target_, str) and "." in model._target_,
+        _is_factory_path(model._target_),
         "model._target_",
         model._target_,
         "a dotted path to a factory, e.g. mypkg.models.build",
         "not a factory path",
     )
+    # Sizes of the built-in models (not the user's free-form args) must be positive;
+    # checked first, as input and target derive from them (model.image_size=0 is named,
+    # rather than the model.input.shape it makes).
+    for f in fields(model):
+        value = getattr(model, f.name)
+        if f.name not in MODEL_RESERVED_KEYS and type(value) is int:
+            _at_least(f"model.{f.name}", value, 1)
     shape = model.input.shape
     _require(
         len(shape) >= 1 and all(int(d) >= 1 for d in shape),
@@ -399,15 +470,17 @@ def _validate_model(model: Any) -> None:
     _one_of("model.target.kind", model.target.kind, TARGET_KINDS)
     if model.target.kind == "classes":
         _at_least("model.target.num_classes", model.target.num_classes, 1)
-    # Sizes of the built-in models (not the user's free-form args) must be positive.
-    for f in fields(model):
-        value = getattr(model, f.name)
-        if f.name not in MODEL_RESERVED_KEYS and type(value) is int:
-            _at_least(f"model.{f.name}", value, 1)
 
 
 def _validate_data(data: DataConfig) -> None:
     _one_of("data.source", data.source, DATA_SOURCES)
+    _require(
+        data.dataset is None or _is_factory_path(data.dataset),
+        "data.dataset",
+        data.dataset,
+        "null (perflab's synthetic dataset) or a dotted path to a factory, e.g. mypkg.data.build",
+        "not a factory path",
+    )
     _at_least("data.num_samples", data.num_samples, 1)
     _at_least("data.augment_passes", data.augment_passes, 0)
 
@@ -453,6 +526,15 @@ def _validate_schedule(s: ScheduleConfig) -> None:
     _one_of("schedule.metric", s.metric, METRICS)
 
 
+def _validate_scaleout(s: ScaleOutConfig) -> None:
+    _one_of("scaleout.executor", s.executor, EXECUTORS)
+    _at_least("scaleout.max_parallel", s.max_parallel, 1)
+    _at_least("scaleout.slurm.gpus_per_node", s.slurm.gpus_per_node, 0)
+    _at_least("scaleout.slurm.cpus_per_task", s.slurm.cpus_per_task, 1)
+    _at_least("scaleout.slurm.mem_gb", s.slurm.mem_gb, 1)
+    _at_least("scaleout.slurm.timeout_min", s.slurm.timeout_min, 1)
+
+
 def _validate_combinations(cfg: PerflabConfig) -> None:
     if cfg.channels_last:
         shape = list(cfg.model.input.shape)
@@ -472,6 +554,19 @@ def _validate_combinations(cfg: PerflabConfig) -> None:
             "0 with data.source=memory (no DataLoader runs)",
             "has no effect",
         )
+
+
+def without_keys(config: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
+    """A deep copy of a composed config (a plain dict) with the dotted keys removed."""
+    out = copy.deepcopy(config)
+    for key in dotted:
+        *parents, last = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
 
 
 def model_factory_kwargs(model: ModelConfig) -> dict[str, Any]:

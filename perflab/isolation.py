@@ -26,10 +26,17 @@ log = logging.getLogger(__name__)
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.trial"]
 
 
+# A child ended by these was stopped by the user (Ctrl-C reaches the whole process group;
+# SIGTERM is how schedulers and `kill` ask a job to stop), not failed by its variant:
+# run_isolated raises KeyboardInterrupt for it instead of reporting a failure.
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @dataclass
 class Outcome:
     # "ok": fn returned; "config_error": fn raised ConfigError; "error": fn raised something
     # else; "crashed": the process died without answering; "timeout": it was killed
+    # ("interrupted" never leaves run_isolated: it raises KeyboardInterrupt instead)
     kind: str
     value: Any = None
     message: str = ""
@@ -55,6 +62,8 @@ def _child(fn: Callable[[Any], Any], arg: Any, conn: multiprocessing.connection.
         conn.send(Outcome("ok", fn(arg)))
     except ConfigError as exc:
         conn.send(Outcome("config_error", message=str(exc)))
+    except KeyboardInterrupt:
+        conn.send(Outcome("interrupted", message="interrupted"))
     except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
         detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         conn.send(Outcome("error", message=detail))
@@ -73,39 +82,47 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def _wait(recv: multiprocessing.connection.Connection, timeout_s: float, proc: Any) -> bool:
-    """Wait for the child's answer; on Ctrl-C, take the child down before giving up."""
-    try:
-        return bool(recv.poll(timeout_s))
-    except BaseException:
-        proc.kill()
-        proc.join()
-        raise
-
-
 def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout_s: float) -> Outcome:
-    """Call ``fn(arg)`` in a fresh child; never raises for what happens in the child."""
+    """Call ``fn(arg)`` in a fresh child. Never raises for what happens in the child, with
+    one exception: a child interrupted by SIGINT or SIGTERM raises KeyboardInterrupt here,
+    as an interrupt of this process does. Either way the child is gone when this returns
+    or raises: no orphan keeps running (or writing) after its parent gave up on it."""
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(fn, arg, send), daemon=False)
-    proc.start()
-    send.close()  # the child holds the only writer now: EOF means it died
     try:
-        if not _wait(recv, timeout_s, proc):
+        proc.start()
+        send.close()  # the child holds the only writer now: EOF means it died
+        outcome = _collect(recv, proc, timeout_s)
+    except BaseException:  # Ctrl-C, SIGTERM (see outcome.sigterm_interrupts), bugs
+        if proc.pid:
             proc.kill()
             proc.join()
-            return Outcome("timeout", message=f"no result after {timeout_s:g} s; killed")
-        try:
-            outcome: Outcome = recv.recv()
-        except EOFError:
-            proc.join()
-            return Outcome(
-                "crashed",
-                message=f"trial process {describe_exit(proc.exitcode)}",
-                exitcode=proc.exitcode,
-            )
+        raise
     finally:
+        send.close()
         recv.close()
+    if outcome.kind == "interrupted":
+        raise KeyboardInterrupt
+    return outcome
+
+
+def _collect(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: float) -> Outcome:
+    if not recv.poll(timeout_s):
+        proc.kill()
+        proc.join()
+        return Outcome("timeout", message=f"no result after {timeout_s:g} s; killed")
+    try:
+        outcome: Outcome = recv.recv()
+    except EOFError:
+        proc.join()
+        if proc.exitcode is not None and -proc.exitcode in INTERRUPT_SIGNALS:
+            return Outcome("interrupted", exitcode=proc.exitcode)
+        return Outcome(
+            "crashed",
+            message=f"trial process {describe_exit(proc.exitcode)}",
+            exitcode=proc.exitcode,
+        )
     proc.join(timeout=30)
     if proc.is_alive():
         proc.kill()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import random
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,6 +89,18 @@ def apply_compile(model: nn.Module, resolved: Resolved, dynamic: bool | None) ->
     return torch.compile(model, mode=resolved.compile_mode, dynamic=dynamic)  # type: ignore[return-value]
 
 
+def apply_fused(model: nn.Module, fused: str, device: str) -> list[str]:
+    """fused=triton: swap perflab's fused Triton modules into the model in place and
+    return what was replaced. The kernels are imported here (interpreted on CPU), so a
+    problem with them surfaces while building, not inside the first timed call."""
+    if fused == "off":
+        return []
+    from perflab import kernels
+
+    kernels.load(device)
+    return kernels.fuse_model(model)
+
+
 def autocast(resolved: Resolved) -> contextlib.AbstractContextManager[Any]:
     if resolved.amp_dtype is None:
         return contextlib.nullcontext()
@@ -135,6 +148,41 @@ def compile_evidence(
         f"{in_window['frames_compiled']} compilation(s) inside the timed window"
     )
     return evidence(resolved.compile_mode, observed, ok, detail)
+
+
+def fused_op_calls() -> dict[str, int]:
+    """Real calls of perflab's fused custom ops so far in this process. Cumulative, like
+    dynamo's counters, so a trial counts what it added; {} while they are not loaded."""
+    ops = sys.modules.get("perflab.kernels.ops")
+    return {} if ops is None else {f"perflab::{k}": n for k, n in sorted(ops.CALLS.items())}
+
+
+def fused_evidence(requested: str, replaced: list[str], calls_at_start: dict[str, int]) -> Evidence:
+    """What fused=triton swapped in, and whether the fused custom ops really ran: their
+    Python implementations count real calls (traced, fake calls do not count)."""
+    calls = {
+        k: n - calls_at_start.get(k, 0)
+        for k, n in fused_op_calls().items()
+        if n > calls_at_start.get(k, 0)
+    }
+    ran = ", ".join(f"{name} x{n}" for name, n in calls.items()) or "none"
+    if requested == "off":
+        return evidence("off", replaced, not calls, f"fused ops that ran: {ran}")
+    ops = sys.modules.get("perflab.kernels.ops")
+    interpreted = ops is not None and ops.interpreted() is True
+    detail = (
+        f"{len(replaced)} module(s) fused; fused ops that ran: {ran}"
+        if replaced
+        else "nothing to fuse: no Linear+GELU in an nn.Sequential, no affine LayerNorm"
+    )
+    if interpreted:
+        detail += "; Triton's interpreter on cpu: correct, but timing not representative"
+    return {
+        **evidence(requested, replaced, bool(replaced) and bool(calls), detail),
+        "op_calls": calls,
+        "interpreted": interpreted,
+        "timing_representative": not interpreted,
+    }
 
 
 # --- observing layers during the evidence pass -----------------------------------------

@@ -13,7 +13,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from collections.abc import Sequence
+import shlex
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,11 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from perflab import environment, outcome
+from perflab import environment, outcome, resume
 from perflab.config import PerflabConfig
 from perflab.errors import PerflabError
 from perflab.plan import Job, build_plan, override_key
+from perflab.records import check_writable
 from perflab.schedule import check_all, make_runs, run_experiment, run_profiles
 
 log = logging.getLogger(__name__)
@@ -85,23 +88,38 @@ def launch(
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
 ) -> list[JobReturn]:
+    with outcome.sigterm_interrupts():  # SIGTERM stops a sweep the way Ctrl-C does
+        return _launch(context, config, job_overrides, initial_job_idx)
+
+
+def _launch(
+    context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> list[JobReturn]:
     from perflab.console import experiment_table
 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
+    check_writable(sweep_dir, "hydra.sweep.dir")  # a full or read-only disk: exit 2 now
     jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
     schedule = jobs[0].config.schedule
     first = jobs[0].config
     if any(
-        (j.config.schedule, j.config.report, j.config.profile)
-        != (schedule, first.report, first.profile)
+        (j.config.schedule, j.config.report, j.config.profile, j.config.scaleout)
+        != (schedule, first.report, first.profile, first.scaleout)
         for j in jobs
     ):
         raise PerflabError(
-            "schedule.*/report.*/profile: differs between variants; allowed: one "
-            "schedule and one report per sweep (set them without sweeping)"
+            "schedule.*/report.*/profile/scaleout.*: differs between variants; allowed: one "
+            "schedule, report and scale-out per sweep (set them without sweeping)"
         )
+    if first.report.dir:
+        check_writable(Path(first.report.dir), "report.dir")
+    if first.scaleout.group_by:
+        return _launch_groups(jobs, sweep_dir)
     plan = build_plan(
         [
             Job(
@@ -115,14 +133,21 @@ def launch(
         schedule.sentinel,
     )
     by_name = {str(j.num): j for j in jobs}
+    dicts: dict[str, Any] = {
+        n: OmegaConf.to_container(j.task_config, resolve=True) for n, j in by_name.items()
+    }
+    invocation = environment.invocation()
     runs = make_runs(
         plan,
         {n: j.config for n, j in by_name.items()},
-        {n: OmegaConf.to_container(j.task_config, resolve=True) for n, j in by_name.items()},  # type: ignore[misc]
+        dicts,
         {n: _choices(j) for n, j in by_name.items()},
-        environment.invocation(),
+        invocation,
         sweep_dir,
     )
+    # the same experiment may resume in this directory; another one is refused (exit 2)
+    fingerprint = resume.fingerprint(dicts, invocation)
+    previous = resume.previous(sweep_dir, plan, fingerprint)
     for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
         print(f"perflab: warning: {warning}")
     for variant in plan.variants:
@@ -134,9 +159,14 @@ def launch(
         if schedule.sentinel
         else f"perflab: {len(jobs)} variant(s), interleaved rounds; sweep directory {sweep_dir}"
     )
-    summary = run_experiment(plan, runs, schedule, sweep_dir, print)
-    if jobs[0].config.profile:
-        run_profiles(plan, runs, print)
+    summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
+    interrupted = summary["stop_reason"] == "interrupted"
+    if first.profile and not interrupted:
+        try:
+            run_profiles(plan, runs, print)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("perflab: profiling interrupted; the timed rounds are complete")
     print(experiment_table(summary))
     from perflab.report import load, write_report
 
@@ -150,7 +180,58 @@ def launch(
             outcome.EXIT_FAILED,
             f"trials failed in: {'; '.join(failed)}; see {sweep_dir / 'summary.json'}",
         )
-    return [_job_return(j, summary) for j in jobs]
+    if interrupted:
+        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+    return [_variant_return(j, summary) for j in jobs]
+
+
+def _resume_hint(sweep_dir: Path) -> str:
+    """One line for an interrupted sweep: what was kept and the command that resumes it."""
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.sweep.dir=")]
+    command = shlex.join(["perflab", *args, f"hydra.sweep.dir={sweep_dir.absolute()}"])
+    return (
+        f"interrupted; finished trials and their records are kept in {sweep_dir}, with a "
+        f"partial summary and report; resume with: {command}"
+    )
+
+
+def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
+    """scaleout.group_by: each group's experiment runs as one submitit job."""
+    from perflab.scaleout import Member, launch_groups
+
+    def saver(job: ComposedJob) -> Callable[[Path], None]:
+        return lambda into: _save_hydra_files(job, into)
+
+    members = [
+        Member(
+            Job(j.num, j.overrides, _values(j)),
+            j.config,
+            OmegaConf.to_container(j.task_config, resolve=True),  # type: ignore[arg-type]
+            _choices(j),
+            saver(j),
+        )
+        for j in jobs
+    ]
+    results, interrupted = launch_groups(members, sweep_dir, print)
+    lost = [r["key"] for r in results if r.get("state") == "failed"]
+    failed = [f"{r['key']}: {label}" for r in results for label in r.get("failed", [])]
+    if lost or failed:
+        outcome.report(
+            outcome.EXIT_FAILED,
+            "; ".join(
+                ([f"group jobs failed: {', '.join(lost)}"] if lost else [])
+                + ([f"trials failed in: {'; '.join(failed)}"] if failed else [])
+            )
+            + f"; see {sweep_dir / 'groups.json'}",
+        )
+    if interrupted:
+        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+    by_key = {r["key"]: r for r in results}
+    return [_job_return(j, by_key) for j in jobs]
+
+
+def _values(job: ComposedJob) -> dict[str, Any]:
+    return {override_key(o): _value(job.config, override_key(o), o) for o in job.overrides}
 
 
 def _choices(job: ComposedJob) -> dict[str, str]:
@@ -161,8 +242,12 @@ def _choices(job: ComposedJob) -> dict[str, str]:
     }
 
 
-def _job_return(job: ComposedJob, summary: dict[str, Any]) -> JobReturn:
+def _variant_return(job: ComposedJob, summary: dict[str, Any]) -> JobReturn:
     variant = next(v for v in summary["variants"] if v["name"] == str(job.num))
+    return _job_return(job, variant)
+
+
+def _job_return(job: ComposedJob, value: Any) -> JobReturn:
     ret = JobReturn(
         overrides=job.overrides,
         cfg=job.task_config,
@@ -173,5 +258,5 @@ def _job_return(job: ComposedJob, summary: dict[str, Any]) -> JobReturn:
     # Always COMPLETED: Hydra's sweeper re-raises a FAILED job and skips on_multirun_end.
     # Failures are in the summary, the records and the exit code instead.
     ret.status = JobStatus.COMPLETED
-    ret.return_value = variant
+    ret.return_value = value
     return ret

@@ -44,8 +44,10 @@ FAMILY_RULES: list[tuple[str, str, str]] = [
     ),
     (
         "custom op / user triton",
-        r"^(perflab::|triton_|_triton)",
-        "torch.library custom ops and hand-written Triton kernels",
+        r"^(perflab::|perflab_|GeneratedBackwardFor_perflab_|triton_|_triton)",
+        "torch.library custom ops and hand-written Triton kernels; perflab's own are the "
+        "ops perflab::*, their autograd nodes GeneratedBackwardFor_perflab_* and, on "
+        "CUDA, the kernels perflab_*_kernel (perflab/kernels)",
     ),
     (
         "communication",
@@ -352,4 +354,6 @@ def load_profile(path: Path) -> dict[str, Any] | None:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-    return data if data.get("schema_version") == PROFILE_SCHEMA_VERSION else None
+    if not isinstance(data, dict) or data.get("schema_version") != PROFILE_SCHEMA_VERSION:
+        return None
+    return data

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import RecordError
+from perflab.errors import ConfigError, RecordError
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 STATUSES = ("ok", "failed", "invalid", "timeout")
+
+# perflab refuses to start measuring with less free space than this where it writes. A
+# record of a trial that reaches trial.max_steps (5000 steps, up to 6 numbers each) is
+# ~0.3 MB and a profiler trace is kept up to profiling.max_trace_mb (20 MB): below 50 MB a
+# default sweep (3 variants x 30 rounds, a trace per variant) could run out of space half
+# way. It is a floor that catches a full disk before measuring, not a guarantee.
+MIN_FREE_BYTES = 50 * 2**20
 
 
 @dataclass
@@ -128,6 +136,48 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable too: on POSIX it lives in the directory, which a crash of
+    the machine could otherwise lose after the file's own fsync."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a directory; the rename is atomic anyway
+    finally:
+        os.close(fd)
+
+
+def check_writable(directory: Path, field_name: str) -> None:
+    """Fail fast, before anything is measured, when results could not be written into
+    ``directory`` (created later if missing): raise ConfigError naming the field when it
+    lies under a file, cannot be written (tried with a real file: permission bits do not
+    stop root, a read-only mount does), or its disk has less than MIN_FREE_BYTES free."""
+    allowed = f"a writable directory with at least {MIN_FREE_BYTES // 2**20} MB free"
+    existing = Path(directory).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(field_name, str(directory), allowed, f"{existing} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".perflab-write-check.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            field_name, str(directory), allowed, f"cannot write in {existing} ({exc.strerror})"
+        ) from exc
+    free = shutil.disk_usage(existing).free
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(
+            field_name, str(directory), allowed, f"only {free / 2**20:.1f} MB free on its disk"
+        )
 
 
 def load_record(path: Path) -> TrialRecord:
@@ -139,12 +189,27 @@ def load_record(path: Path) -> TrialRecord:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise RecordError(f"{path}: not a perflab trial record (no schema_version)")
     version = data["schema_version"]
-    if version not in SUPPORTED_VERSIONS:
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:
         raise RecordError(
             f"{path}: schema_version={version!r} is not supported by this perflab "
             f"(reads {', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade perflab to read it"
         )
     try:
-        return TrialRecord.from_dict(data)
+        record = TrialRecord.from_dict(data)
     except TypeError as exc:
         raise RecordError(f"{path}: malformed record for schema_version={version} ({exc})") from exc
+    problem = _inconsistency(record)
+    if problem:
+        raise RecordError(f"{path}: malformed record for schema_version={version} ({problem})")
+    return record
+
+
+def _inconsistency(record: TrialRecord) -> str | None:
+    """What makes a well-typed record unusable by the analysis, if anything."""
+    if record.status not in STATUSES:
+        return f"status {record.status!r} is none of {', '.join(STATUSES)}"
+    if type(record.round) is not int or record.round < 0:
+        return f"round {record.round!r} is not a round number"
+    if record.status == "ok" and (record.samples is None or not record.samples.step_ns):
+        return "an ok trial without timed samples"
+    return None

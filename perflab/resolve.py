@@ -8,6 +8,7 @@ that lands in the record and on the console.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 
@@ -77,6 +78,24 @@ def _resolve_amp(cfg: PerflabConfig, device: str, warnings: list[str]) -> str | 
     return AMP_DTYPES[cfg.amp]
 
 
+def _check_fused(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
+    if cfg.fused == "off":
+        return
+    # find_spec, not import: importing Triton takes a while and is not needed to know
+    if importlib.util.find_spec("triton") is None:
+        raise ConfigError(
+            "fused",
+            cfg.fused,
+            "off, or triton once Triton is installed (pip install triton)",
+            "Triton is not installed",
+        )
+    if device == "cpu":
+        warnings.append(
+            "fused=triton on cpu runs Triton's interpreter: correct, but its timing is not "
+            "representative"
+        )
+
+
 def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if cfg.num_workers > (cores or 1):
@@ -103,6 +122,7 @@ def resolve(cfg: PerflabConfig) -> Resolved:
     device = _resolve_device(cfg.device)
     warnings: list[str] = []
     amp_dtype = _resolve_amp(cfg, device, warnings)
+    _check_fused(cfg, device, warnings)
     _warn_unwise(cfg, device, warnings)
     compile_mode = None if cfg.compile == "off" else cfg.compile
     return Resolved(device, amp_dtype, compile_mode, warnings)

@@ -5,7 +5,8 @@ then all of B turned a 0.2 %-per-trial drift into ~94 % false verdicts in DESIGN
 simulations, interleaving kept them near 5 %. Each round runs every variant once, in a
 new random order; after ``min_rounds`` the run stops as soon as every comparison's CI
 half-width reaches the target, or at ``max_rounds``, or when the time budget would be
-exceeded by another round.
+exceeded by another round. An interrupted experiment keeps its finished trials and can be
+resumed into the same directory (perflab.resume, docs/resilience.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +69,16 @@ def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
     path = run.job_dir / "trials" / f"r{round_:03d}.json"
     request = dataclasses.replace(run.request, record_path=str(path), round=round_)
     record = load_record(run_in_fresh_process(request))
+    count(run, record, metric)
+    return record
+
+
+def count(run: VariantRun, record: TrialRecord, metric: str) -> None:
+    """Take a finished trial (just run, or found on disk when resuming) into account."""
     if record.status == "ok":
-        run.costs[round_] = stats.trial_cost(record, metric)
+        run.costs[record.round] = stats.trial_cost(record, metric)
     else:
         run.failures += 1
-    return record
 
 
 def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tuple[float, str]:
@@ -94,74 +101,169 @@ def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tu
     return worst, who
 
 
+class _Session:
+    """This session's share of an experiment that may span several (perflab.resume)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        sched: ScheduleConfig,
+        sweep_dir: Path,
+        fingerprint: dict[str, Any],
+        previous: Experiment | None,
+    ) -> None:
+        self.plan, self.sweep_dir, self.fingerprint = plan, sweep_dir, fingerprint
+        self.schedule = dataclasses.asdict(sched)
+        self.prior_s = previous.elapsed_s if previous else 0.0
+        self.round_s = list(previous.round_s) if previous else []
+        self.resumed = list(previous.resumed) if previous else []
+        self.start = time.monotonic()
+        self.ran = 0  # trials run in this session
+
+    def elapsed(self) -> float:
+        return self.prior_s + time.monotonic() - self.start
+
+    def spent(self, round_: int, seconds: float) -> None:
+        self.round_s += [0.0] * (round_ + 1 - len(self.round_s))
+        self.round_s[round_] = round(self.round_s[round_] + seconds, 3)
+
+    def note_resume(self, round_: int, kept: int) -> None:
+        if kept and not self.ran:
+            at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self.resumed.append({"at_round": round_, "trials_kept": kept, "at": at})
+
+    def save(self, stop: str, rounds: int) -> Experiment:
+        experiment = Experiment(
+            self.plan,
+            self.schedule,
+            stop,
+            rounds,
+            round(self.elapsed(), 3),
+            self.fingerprint,
+            self.round_s,
+            self.resumed,
+        )
+        write_json_atomic(self.sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
+        return experiment
+
+
 def run_experiment(
     plan: Plan,
     runs: dict[str, VariantRun],
     sched: ScheduleConfig,
     sweep_dir: Path,
     say: Callable[[str], None],
+    fingerprint: dict[str, Any] | None = None,
+    previous: Experiment | None = None,
 ) -> dict[str, Any]:
-    """Run rounds until the stopping rule says stop; write and return the summary."""
+    """Run rounds until the stopping rule says stop; write and return the summary.
+
+    With ``previous`` (the experiment.json of this same experiment, as checked by
+    perflab.resume.previous), the trials already on disk are kept: the rounds are
+    replayed in their original shuffled order and only the missing trials run; the
+    stopping rule is applied from the last round on disk on. Ctrl-C or SIGTERM ends the
+    run with stop_reason "interrupted": the trial in progress is killed and leaves no
+    record, and the summary of the finished ones is written and returned.
+    """
+    session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous)
+    # only a caller that checked the directory holds this experiment resumes it
+    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
+    kept = sum(len(t) for t in done.values())
+    frontier = max((r for t in done.values() for r in t), default=-1)
+    if kept:
+        say(
+            f"resuming: {kept} finished trial(s) on disk, up to round {frontier + 1}, are "
+            "kept; running only the missing ones"
+        )
+    session.save("running", previous.rounds if previous else 0)
     rng = random.Random(sched.shuffle_seed)
-    start = time.monotonic()
-    schedule_dict = dataclasses.asdict(sched)
-    experiment = Experiment(plan, schedule_dict, "running", 0, 0.0)
-    write_json_atomic(sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
-    stop, rounds, round_s = "max rounds", 0, 0.0
+    stop, rounds, current, round_start = "max rounds", 0, -1, 0.0
     try:
-        for round_ in range(sched.max_rounds):
+        # rounds already on disk are always completed and kept, even past a lowered max
+        for round_ in range(max(sched.max_rounds, frontier + 1)):
             order = [name for name, run in runs.items() if run.active]
             if not order:
                 stop = "every variant failed"
                 break
-            rng.shuffle(order)
-            round_start = time.monotonic()
+            rng.shuffle(order)  # replays the original order of rounds already run
+            todo = [name for name in order if round_ not in done[name]]
             for name in order:
-                run_one(runs[name], round_, sched.metric)
+                if round_ in done[name]:
+                    count(runs[name], done[name][round_], sched.metric)
+            if todo:
+                session.note_resume(round_, kept)
+                current, round_start = round_, time.monotonic()
+                for name in todo:
+                    run_one(runs[name], round_, sched.metric)
+                    session.ran += 1
+                session.spent(round_, time.monotonic() - round_start)
+                current = -1
             rounds = round_ + 1
-            round_s = time.monotonic() - round_start
-            elapsed = time.monotonic() - start
-            width, who = widest(plan, runs, sched)
-            say(_progress(rounds, sched, len(order), width, who, elapsed, round_s))
-            if width < 0 and (plan.comparisons() or plan.sentinel()):
-                stop = "no comparison left (failed variants)"
+            if round_ < frontier:
+                continue  # the session that ran this round did not stop after it
+            stop = _should_stop(plan, runs, sched, session, rounds, len(order), say, bool(todo))
+            if stop:
                 break
-            if rounds >= sched.min_rounds and width <= sched.target_half_width:
-                stop = "precision reached"
-                break
-            if rounds >= sched.min_rounds and elapsed + round_s > sched.time_budget_s:
-                stop = "time budget"
-                break
+            session.save("running", rounds)
+        else:
+            stop = "max rounds"
     except KeyboardInterrupt:
         stop = "interrupted"
+        if current >= 0:
+            session.spent(current, time.monotonic() - round_start)
     except PerflabError:
         # e.g. a factory that cannot be built with its arguments: keep what was measured
-        _finish(plan, schedule_dict, "config error", rounds, start, sweep_dir)
+        _finish(session, "config error", rounds)
         raise
-    summary = _finish(plan, schedule_dict, stop, rounds, start, sweep_dir)
-    if stop == "interrupted":
-        raise KeyboardInterrupt
-    return summary
+    if kept and not session.ran and stop != "interrupted":
+        say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
+    return _finish(session, stop, rounds)
 
 
-def _finish(
-    plan: Plan, schedule: dict[str, Any], stop: str, rounds: int, start: float, sweep_dir: Path
-) -> dict[str, Any]:
+def _should_stop(
+    plan: Plan,
+    runs: dict[str, VariantRun],
+    sched: ScheduleConfig,
+    session: _Session,
+    rounds: int,
+    variants: int,
+    say: Callable[[str], None],
+    ran: bool,
+) -> str:
+    """Why the experiment stops after this round, or "" to go on."""
+    elapsed = session.elapsed()
+    round_s = session.round_s[rounds - 1] if len(session.round_s) >= rounds else 0.0
+    width, who = widest(plan, runs, sched)
+    if ran:
+        say(_progress(rounds, sched, variants, width, who, elapsed, round_s))
+    if width < 0 and (plan.comparisons() or plan.sentinel()):
+        return "no comparison left (failed variants)"
+    if rounds >= sched.min_rounds and width <= sched.target_half_width:
+        return "precision reached"
+    if rounds >= sched.min_rounds and elapsed + round_s > sched.time_budget_s:
+        return "time budget"
+    return ""
+
+
+def _finish(session: _Session, stop: str, rounds: int) -> dict[str, Any]:
     """Record how the run ended and write the summary of what is on disk."""
-    experiment = Experiment(plan, schedule, stop, rounds, round(time.monotonic() - start, 3))
-    write_json_atomic(sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
-    summary = analyze(experiment, load_trials(sweep_dir, plan))
-    write_json_atomic(sweep_dir / SUMMARY_FILE, summary)
+    experiment = session.save(stop, rounds)
+    summary = analyze(experiment, load_trials(session.sweep_dir, session.plan))
+    write_json_atomic(session.sweep_dir / SUMMARY_FILE, summary)
     return summary
 
 
 def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], None]) -> None:
     """One separate, untimed profiling trial per variant (the sentinel aside), after the
-    timed rounds so it can never disturb them. A failure is reported, never fatal."""
+    timed rounds so it can never disturb them. A failure is reported, never fatal. A
+    variant that has its profile.json (an earlier session of a resumed sweep) keeps it."""
     variants = [v for v in plan.variants if v.name != SENTINEL]
     for i, variant in enumerate(variants, 1):
         run = runs[variant.name]
         path = run.job_dir / "profile" / PROFILE_FILE
+        if path.exists():
+            say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
+            continue
         request = dataclasses.replace(run.request, record_path=str(path))
         result = run_isolated(run_profile, request, request.config.trial.timeout_s)
         state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,12 +60,20 @@ class Prepared:
     optimizer: torch.optim.Optimizer | None
     device: torch.device
     input_fn: Callable[[Any], Any]
+    # modules swapped for perflab's fused kernels (fused=triton), e.g. "0+1: Linear+GELU"
+    fused: list[str] = field(default_factory=list)
+    # knobs.fused_op_calls() before the model was built: a trial counts what it added
+    fused_calls: dict[str, int] = field(default_factory=dict)
 
 
 def prepare(cfg: PerflabConfig, resolved: Resolved) -> Prepared:
+    fused_calls_at_start = knobs.fused_op_calls()
     workload = build_workload(cfg, cfg.seed)
     device = torch.device(resolved.device)
-    model = knobs.apply_channels_last(workload.model.to(device), cfg.channels_last)
+    model = workload.model.to(device)
+    # before channels_last and compile: compile then traces the fused custom ops
+    fused = knobs.apply_fused(model, cfg.fused, resolved.device)
+    model = knobs.apply_channels_last(model, cfg.channels_last)
     model.train(cfg.mode == "train")
     optimizer = knobs.build_optimizer(cfg, model) if cfg.mode == "train" else None
     runner = knobs.apply_compile(model, resolved, cfg.compile_dynamic)
@@ -82,7 +90,9 @@ def prepare(cfg: PerflabConfig, resolved: Resolved) -> Prepared:
         x, y = next(workload.batches)
         batch = (input_fn(x), to_device(y, device, False))
         workload.batches = _repeat(batch)
-    return Prepared(workload, model, runner, optimizer, device, input_fn)
+    return Prepared(
+        workload, model, runner, optimizer, device, input_fn, fused, fused_calls_at_start
+    )
 
 
 def _repeat(value: Any) -> Iterator[Any]:

@@ -197,6 +197,7 @@ def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
         "num_workers": cfg.num_workers,
         "pin_memory": cfg.pin_memory,
         "channels_last": cfg.channels_last,
+        "fused": cfg.fused,
         "model": cfg.model._target_,
     }
 
@@ -327,6 +328,7 @@ def _run(cfg: PerflabConfig, resolved: Resolved, record: TrialRecord, checks: bo
         else {}
     )
     measure(cfg, resolved, prep, record)
+    record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
     record.memory = memory.peak_memory(resolved.device, rss_at_start)
     if checks:
         record.memory["phases"] = memory_by_phase(cfg, resolved, prep)

@@ -53,6 +53,20 @@ def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
         (["batch_size=abc"], "batch_size=abc: Value 'abc' of type 'str' could not be converted"),
         (["no_such_knob=1"], "no_such_knob: no such config field; allowed: the fields"),
         (["model=custom"], "model._target_=???: required"),
+        # found by tests/test_fuzz.py; the first two were tracebacks with exit 1
+        (["model=3"], "model=3: model is a config group and takes an option name, not 3"),
+        (["=3"], "=3: no key; allowed: KEY=VALUE"),
+        # were silently ignored: a key added to a typed node, a deleted field
+        (["+model.args.x=1"], "model.args: no such config field; allowed: the fields of model:"),
+        (["~seed"], "~seed: a field of perflab's config cannot be deleted"),
+        # two lines (Hydra's "Error executing job") and no field named
+        (["batch_size=${nosuch}"], "batch_size=${nosuch}: Interpolation key 'nosuch' not found"),
+        # blamed the existing field instead of the missing key inside it
+        (["schedule.treatments={a:1}"], "schedule.treatments.a: not in this free-form dict"),
+        # a newline in the value printed the message over two lines
+        (["mode='a\nb'"], "mode=a\\nb: unknown value; allowed: train, infer"),
+        # argparse printed its usage over several lines first
+        (["--cfg=bad"], "argument --cfg/-c: invalid choice: 'bad'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
@@ -62,6 +76,52 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.glob("outputs/*/*/trials/*.json"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["model=mlp,3"], "model=mlp,3: model is a config group"),  # was a traceback
+        (["batch_size=1,${nosuch}"], "batch_size=${nosuch}: Interpolation key 'nosuch'"),
+        (["batch_size=1,2", "+nosuch=1"], "nosuch: no such config field"),  # was ignored
+        (["batch_size=interval(1,2)"], "batch_size=interval(1,2): interval sweeps have no"),
+    ],
+)
+def test_a_sweep_with_bad_input_is_one_line_and_measures_nothing(tmp_path, args, message):
+    result = perflab(tmp_path, "-m", *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("perflab: error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("multirun/**/trials/*.json"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # argparse printed its usage over several lines first
+        (["--fail-on", "bogus"], "argument --fail-on: invalid choice: 'bogus'"),
+        (["--nosuch"], "unrecognized arguments: --nosuch"),
+        # were an OSError traceback
+        (["--out", "a-file"], "--out=a-file: "),
+        (["--out", "a-file/below"], "--out=a-file/below: "),
+    ],
+)
+def test_perflab_report_bad_arguments_are_one_line(tmp_path, monkeypatch, capsys, args, message):
+    from sweeps import make_sweep
+
+    from perflab.report.cli import main as report_main
+
+    make_sweep(tmp_path / "sweep")
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        report_main(["sweep", *args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("perflab-report: error: ")
+    assert message in err and len(err.strip().splitlines()) == 1
+    if "--out" in args:
+        assert "a-file is not a directory; allowed: a writable directory" in err
+    assert not (tmp_path / "sweep" / "report.md").exists()
 
 
 def test_fp16_autocast_on_cpu_is_refused_before_measuring(tmp_path):

@@ -107,6 +107,16 @@ def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
         (["trial.max_s=0.5"], "trial.max_s=0.5: too small; allowed: >= 1.0 (trial.min_s)"),
         (["trial.timeout_s=0"], "trial.timeout_s=0.0: must be positive"),
         (["trial.warmup_s=-1"], "trial.warmup_s=-1.0: too small"),
+        # found by tests/test_fuzz.py: these passed validation and broke the trial
+        (["lr=inf"], "lr=inf: not finite; allowed: a finite number"),
+        (["trial.max_s=nan"], "trial.max_s=nan: not finite; allowed: a finite number"),
+        (["schedule.time_budget_s=inf"], "schedule.time_budget_s=inf: not finite"),
+        (["data.dataset=x"], "data.dataset=x: not a factory path; allowed: null"),
+        (["model=custom", "model._target_=a..b"], "model._target_=a..b: not a factory path"),
+        (["seed=18446744073709551616"], "seed=18446744073709551616: too large; allowed: <="),
+        # the size the user set is named, not the input shape derived from it
+        (["model.image_size=0"], "model.image_size=0: too small; allowed: >= 1"),
+        (["model=transformer", "model.vocab_size=0"], "model.vocab_size=0: too small"),
     ],
 )
 def test_invalid_values_name_field_value_and_allowed(make_config, overrides, message):

@@ -13,7 +13,9 @@ from perflab.config import (
     PerflabConfig,
     ProfilingConfig,
     ReportConfig,
+    ScaleOutConfig,
     ScheduleConfig,
+    SlurmConfig,
     TargetSpec,
     TrialConfig,
 )
@@ -33,6 +35,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
         ("schedule.", ScheduleConfig),
         ("report.", ReportConfig),
         ("profiling.", ProfilingConfig),
+        ("scaleout.", ScaleOutConfig),
+        ("scaleout.slurm.", SlurmConfig),
     ],
 )
 def test_configuration_reference_names_every_field(prefix, schema):

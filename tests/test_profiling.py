@@ -46,6 +46,25 @@ def test_kernel_families(name, family):
     assert classify(name) == family
 
 
+def test_perflabs_own_ops_and_triton_kernels_are_custom_ops():
+    from perflab.kernels import ops
+
+    kernels = ops.load("cpu")  # sets TRITON_INTERPRET first, as perflab does on cpu
+    names = [op._qualname for op in (ops.bias_gelu, ops.bias_gelu_backward, ops.layer_norm)]
+    names += [
+        k.__name__
+        for k in (
+            kernels.perflab_bias_gelu_fwd_kernel,
+            kernels.perflab_bias_gelu_bwd_kernel,
+            kernels.perflab_layer_norm_fwd_kernel,
+        )
+    ]
+    # the autograd node of a custom op, as the profiler names it in the backward
+    names.append("GeneratedBackwardFor_perflab_layer_norm_default")
+    assert "perflab::bias_gelu" in names
+    assert {classify(n) for n in names} == {"custom op / user triton"}, names
+
+
 def _profile(tmp_path, make_config, *overrides):
     # In a fresh process, as perflab runs it: dynamo's caches in this test process may
     # already hold the same model compiled without kernel names.
@@ -126,3 +145,10 @@ def test_cpu_busy_time_counts_outermost_operators_once(tmp_path, make_config):
         "file": None,
         "note": "off (profiling.memory_snapshot=false)",
     }
+
+
+def test_fused_variant_shows_perflabs_custom_ops(tmp_path, make_config):
+    # in a fork-server child, where dynamo (and so triton.language) is preloaded
+    profile, _ = _profile(tmp_path, make_config, "fused=triton")
+    assert profile["families_us"].get("custom op / user triton", 0) > 0
+    assert any(op["name"] == "perflab::bias_gelu" for op in profile["top_ops"])

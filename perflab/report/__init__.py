@@ -31,11 +31,33 @@ def write_report(
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
     traces = _trace_links(report, out)
+    extra = incidents(report) + (extra or [])
     (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra, traces))
     for name, filename in CSV_FILES.items():
         getattr(report, name).to_csv(out / filename, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)
     return out / REPORT_FILE
+
+
+def incidents(report: Report) -> list[str]:
+    """A "Failures and notes" section: every trial that failed, crashed, hung or was
+    invalid (with why), record files that could not be read, and resumed sessions; none
+    when the run went cleanly."""
+    from perflab.report.text import esc
+
+    lines = [
+        f"- {esc(v['label'])}, round {int(r) + 1} ({v['dir']}/trials/r{int(r):03d}.json): "
+        f"{esc(why)}"
+        for v in report.summary["variants"]
+        for r, why in v["failed"].items()
+    ]
+    lines += [f"- skipped an unreadable file: {esc(s)}" for s in report.skipped]
+    lines += [
+        f"- resumed at round {r['at_round'] + 1} ({r['trials_kept']} finished trials kept "
+        "from the earlier session)"
+        for r in report.experiment.resumed
+    ]
+    return ["## Failures and notes", "", *lines, ""] if lines else []
 
 
 def _trace_links(report: Report, out: Path) -> dict[str, str]:
@@ -58,4 +80,4 @@ def _trace_links(report: Report, out: Path) -> dict[str, str]:
     return links
 
 
-__all__ = ["Report", "load", "write_report", "REPORT_FILE"]
+__all__ = ["Report", "load", "write_report", "incidents", "REPORT_FILE"]

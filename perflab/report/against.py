@@ -15,6 +15,7 @@ from typing import Any
 
 from perflab import stats
 from perflab.analysis import costs
+from perflab.config import without_keys
 from perflab.errors import PerflabError
 from perflab.report.tables import Report, first_ok
 from perflab.report.text import esc, table
@@ -30,17 +31,19 @@ class Against:
     rows: list[dict[str, Any]]
 
 
-def _config_key(config: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in config.items() if k != "schedule"}, sort_keys=True)
+def _config_key(config: dict[str, Any], ignore: tuple[str, ...] = ()) -> str:
+    """The config as a matching key; ``schedule`` (a budget does not change what is
+    measured) and the dotted keys in ``ignore`` left out."""
+    return json.dumps(without_keys(config, ("schedule", "scaleout", *ignore)), sort_keys=True)
 
 
-def _first_records(report: Report) -> dict[str, Any]:
+def _first_records(report: Report, ignore: tuple[str, ...] = ()) -> dict[str, Any]:
     """Resolved-config key -> (variant, its first ok record), the sentinel left out."""
     found = {}
     for v in report.experiment.plan.variants:
         record = first_ok(report.trials[v.name])
         if record is not None and v.name != "sentinel":
-            found[_config_key(record.config)] = (v, record)
+            found[_config_key(record.config, ignore)] = (v, record)
     return found
 
 
@@ -64,9 +67,12 @@ def differences(old: Any, new: Any) -> list[str]:
     return diffs
 
 
-def compare_runs(new: Report, old: Report, force: bool = False) -> Against:
-    """Match the variants of two runs and estimate new against old for each."""
-    new_by, old_by = _first_records(new), _first_records(old)
+def compare_runs(
+    new: Report, old: Report, force: bool = False, ignore: tuple[str, ...] = ()
+) -> Against:
+    """Match the variants of two runs (by config, the keys in ``ignore`` aside) and
+    estimate new against old for each."""
+    new_by, old_by = _first_records(new, ignore), _first_records(old, ignore)
     matched = [k for k in new_by if k in old_by]
     if not matched:
         raise PerflabError(

@@ -7,12 +7,13 @@ Exit codes: 0 report written (and no --fail-on gate matched); 1 a --fail-on gate
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from perflab.analysis import EXPERIMENT_FILE
+from perflab.analysis import EXPERIMENT_FILE, Experiment
 from perflab.console import experiment_table
 
 Gate = Callable[[dict[str, Any], dict[str, Any]], bool]
@@ -33,8 +34,35 @@ GATES: dict[str, tuple[str, Gate]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments get one line and exit 2, like every perflab user error (argparse
+    would print its usage over several lines first)."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message}; see perflab-report --help")
+
+
+def _fail(message: str) -> NoReturn:
+    from perflab.cli import printable
+
+    print(f"perflab-report: error: {printable(message)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _check_writable(args: argparse.Namespace) -> None:
+    """The report goes into --out or the sweep directory: refuse (exit 2, one line) a
+    place that cannot be written before any work, rather than an OSError traceback."""
+    from perflab.errors import PerflabError
+    from perflab.records import check_writable
+
+    try:
+        check_writable(args.out or args.sweep_dir, "--out" if args.out else "sweep_dir")
+    except PerflabError as exc:
+        _fail(str(exc))
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="perflab-report",
         description="Regenerate report.md, its plots, the CSV exports and summary.json of a "
         "perflab sweep from its records (no torch needed; unfinished sweeps too).",
@@ -56,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="with --against: compare even when the environments differ "
-        "(the report labels it FORCED)",
+        help="with --against, or for a sweep split into groups: compare step times even "
+        "when the machines' hardware or software differ (the report labels it FORCED)",
     )
     parser.add_argument(
         "--fail-on",
@@ -72,14 +100,20 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    from perflab.report.merge import is_grouped
+
+    if is_grouped(args.sweep_dir) and not args.against:
+        _check_writable(args)
+        _grouped(args)
+        return
     for directory in filter(None, (args.sweep_dir, args.against)):
         if not (directory / EXPERIMENT_FILE).is_file():
-            print(
-                f"perflab-report: error: {directory}: no {EXPERIMENT_FILE}; not a perflab "
-                "sweep directory",
-                file=sys.stderr,
-            )
-            sys.exit(2)
+            _fail(f"{directory}: no {EXPERIMENT_FILE}; not a perflab sweep directory")
+        try:
+            Experiment.load(directory)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            _fail(f"{directory / EXPERIMENT_FILE}: unreadable ({exc!r})")
+    _check_writable(args)
     from perflab.errors import PerflabError
     from perflab.report import load, write_report
     from perflab.report.against import compare_runs, section
@@ -90,19 +124,39 @@ def main(argv: list[str] | None = None) -> None:
         try:
             against = compare_runs(report, load(args.against), force=args.force)
         except PerflabError as exc:
-            print(f"perflab-report: error: {exc}", file=sys.stderr)
-            sys.exit(2)
+            _fail(str(exc))
         extra = section(against)
         rows += [{**r, "baseline": f"{r['variant']} in {against.old_name}"} for r in against.rows]
         print("\n".join(extra))
     path = write_report(report, args.out, extra)
     print(experiment_table(report.summary))
     print(f"report: {path}")
+    _gates(args.fail_on, rows, report.summary)
+
+
+def _grouped(args: argparse.Namespace) -> None:
+    """A sweep split into groups (scaleout.group_by): the merged report, gates over
+    every group's comparisons."""
+    from perflab.errors import PerflabError
+    from perflab.report.merge import write_merged_report
+
+    try:
+        path = write_merged_report(args.sweep_dir, args.out, args.force)
+    except PerflabError as exc:
+        print(f"perflab-report: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    summary = json.loads((path.parent / "summary.json").read_text())
+    print(f"report: {path}")
+    rows = [{**c, "variant": f"{c['variant']} [{c['group']}]"} for c in summary["comparisons"]]
+    _gates(args.fail_on, rows, summary)
+
+
+def _gates(gates: list[str], rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     failed = [
         f"{gate}: {c['variant']} vs {c['baseline']} ({c['verdict']})"
-        for gate in args.fail_on
+        for gate in gates
         for c in rows
-        if GATES[gate][1](c, report.summary)
+        if GATES[gate][1](c, summary)
     ]
     if failed:
         print("perflab-report: gate failed: " + "; ".join(failed), file=sys.stderr)

@@ -25,10 +25,21 @@ def _x(speedup: float) -> str:
     return f"{1 / speedup:.2f}x slower"
 
 
+# fused=triton on CPU: the kernels ran in Triton's interpreter (the trial's evidence says so)
+INTERPRETER_LABEL = "timing not representative (Triton interpreter on CPU)"
+
+
+def _timing_label(report: Report, name: str) -> str:
+    record = first_ok(report.trials.get(name, {}))
+    fused = (record.evidence.get("fused") or {}) if record else {}
+    return INTERPRETER_LABEL if fused.get("timing_representative") is False else ""
+
+
 def headline(report: Report) -> list[str]:
     s, lines = report.summary, []
     level = f"{s['ci_level']:.0%}"
     numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
+    names = {v.label: v.name for v in report.experiment.plan.variants}
     for c in report.comparisons.to_dict("records"):
         what = f"{esc(c['treatment'])} vs {esc(c['baseline_treatment'])}"
         if c["cell"]:
@@ -48,6 +59,8 @@ def headline(report: Report) -> list[str]:
             f"- {what}: {_x(c['speedup'])} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
             f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**; {check}"
         )
+        if label := _timing_label(report, names.get(c["variant"], "")):
+            lines[-1] += f"; **{label}**"
     return lines or ["- no comparisons: no swept knob has a baseline in this sweep"]
 
 
@@ -136,7 +149,8 @@ def variant_table(report: Report) -> list[str]:
                 phases,
                 f"{v['peak_memory_mib']:,.0f}",
                 f"{v['first_call_s']:.2f}",
-                esc(v["health"]) or "-",
+                "; ".join(h for h in (esc(v["health"]), _timing_label(report, v["name"])) if h)
+                or "-",
             ]
         )
     return table(

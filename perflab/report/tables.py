@@ -9,7 +9,7 @@ report.numerics      # one row per comparison: the variant's outputs against its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ TREATMENT_EVIDENCE = {
     "amp": "amp",
     "compile": "compile",
     "channels_last": "channels_last",
+    "fused": "fused",
     "num_workers": "data_loader",
     "pin_memory": "data_loader",
 }
@@ -44,6 +45,8 @@ class Report:
     numerics: pd.DataFrame
     # variant name -> its profiling trial's profile.json, None when it has none
     profiles: dict[str, dict[str, Any] | None]
+    # record files that could not be read, "path relative to the sweep directory: why"
+    skipped: list[str] = field(default_factory=list)
 
 
 def first_ok(trials: dict[int, TrialRecord]) -> TrialRecord | None:
@@ -168,7 +171,8 @@ def load(sweep_dir: str | Path, summary: dict[str, Any] | None = None) -> Report
     the analysis just computed from the same records, to save doing it twice)."""
     sweep_dir = Path(sweep_dir)
     experiment = Experiment.load(sweep_dir)
-    trials = load_trials(sweep_dir, experiment.plan)
+    skipped: list[str] = []
+    trials = load_trials(sweep_dir, experiment.plan, skipped)
     summary = summary if summary is not None else analyze(experiment, trials)
     plan = experiment.plan
     profiles = {
@@ -183,4 +187,5 @@ def load(sweep_dir: str | Path, summary: dict[str, Any] | None = None) -> Report
         variant_frame(summary),
         numerics_frame(plan, trials),
         profiles,
+        skipped,
     )

@@ -71,8 +71,10 @@ class _Block(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.ln2 = nn.LayerNorm(d_model)
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.fc_out = nn.Linear(4 * d_model, d_model)
+        # a Sequential of Linear, GELU, Linear, so fused=triton's Linear+GELU rule applies
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, d_model = x.shape
@@ -80,7 +82,7 @@ class _Block(nn.Module):
         q, k, v = (t.view(batch, seq, self.heads, -1).transpose(1, 2) for t in (q, k, v))
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, d_model))
-        return x + self.fc_out(F.gelu(self.fc(self.ln2(x))))
+        return x + self.ffn(self.ln2(x))
 
 
 class _GPT(nn.Module):

@@ -1,0 +1,25 @@
+"""perflab's own fused Triton kernels, the knob ``fused=triton``.
+
+- ``_triton.py``: the ``@triton.jit`` kernels (bias + exact GELU forward and backward,
+  LayerNorm forward), imported lazily: Triton is optional, and on CPU it must be told to
+  interpret before the kernels are decorated.
+- ``ops.py``: the kernels as torch custom ops (``perflab::bias_gelu``,
+  ``perflab::bias_gelu_backward``, ``perflab::layer_norm``), their tolerance table and
+  the call counter behind the trial's evidence.
+- ``modules.py``: FusedLinearGELU, FusedLayerNorm and ``fuse_model``.
+
+Importing this package needs torch, not Triton.
+"""
+
+from perflab.kernels.modules import FusedLayerNorm, FusedLinearGELU, fuse_model
+from perflab.kernels.ops import CALLS, TOLERANCES, interpreted, load
+
+__all__ = [
+    "CALLS",
+    "TOLERANCES",
+    "FusedLayerNorm",
+    "FusedLinearGELU",
+    "fuse_model",
+    "interpreted",
+    "load",
+]

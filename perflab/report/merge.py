@@ -1,0 +1,199 @@
+"""The report of a sweep split into groups (perflab.scaleout): one section per group.
+
+Each group is a complete sweep directory with its own report; comparisons stay inside
+their group, where trials were paired on one machine. The merged report shows where each
+group ran, puts the groups' speedups side by side (each a ratio measured on one machine),
+and refuses to set step times of different groups against each other when their machines
+differ in hardware or software (as pyperf refuses to compare runs with mismatched
+metadata) unless forced, and then labels the comparison FORCED.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from perflab.analysis import SUMMARY_FILE
+from perflab.errors import PerflabError, RecordError
+from perflab.records import write_json_atomic
+from perflab.report.against import ENV_KEYS, compare_runs, section
+from perflab.report.tables import Report, first_ok, load
+from perflab.report.text import esc, table
+
+log = logging.getLogger(__name__)
+
+GROUPS_FILE = "groups.json"  # perflab.scaleout.GROUPS_FILE, without importing the runner
+GROUPS_DIR = "groups"
+REPORT_FILE = "report.md"
+
+
+def is_grouped(sweep_dir: Path) -> bool:
+    return (Path(sweep_dir) / GROUPS_FILE).is_file()
+
+
+def machine(report: Report) -> dict[str, Any]:
+    """Where a group ran: host, hardware and software of its first finished trial."""
+    for v in report.experiment.plan.variants:
+        record = first_ok(report.trials[v.name])
+        if record is not None:
+            keys = ("hostname", *ENV_KEYS)
+            return {k: record.environment.get(k) for k in keys}
+    return {}
+
+
+def machine_differences(machines: dict[str, dict[str, Any]]) -> list[str]:
+    """The hardware and software keys on which the groups' machines differ."""
+    known = [m for m in machines.values() if m]
+    return [k for k in ENV_KEYS if len({json.dumps(m.get(k)) for m in known}) > 1]
+
+
+def load_groups(sweep_dir: Path) -> list[tuple[dict[str, Any], Report | None]]:
+    path = Path(sweep_dir) / GROUPS_FILE
+    try:
+        entries = json.loads(path.read_text())["groups"]
+        if not all(isinstance(e, dict) and {"key", "dir"} <= e.keys() for e in entries):
+            raise ValueError("a group without key or dir")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RecordError(f"{path}: not a perflab groups index ({exc})") from exc
+    out = []
+    for entry in entries:
+        directory = Path(sweep_dir) / GROUPS_DIR / entry["dir"]
+        report = None
+        if (directory / "experiment.json").is_file():
+            try:
+                report = load(directory)
+            except (PerflabError, OSError, ValueError, KeyError, TypeError) as exc:
+                # one unreadable group must not hide the others
+                log.warning("group %s: unreadable (%s)", entry["key"], exc)
+                entry = {**entry, "state": f"unreadable: {exc}"}
+        out.append((entry, report))
+    return out
+
+
+def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:
+    """Each comparison's speedup per group: ratios measured within one machine each."""
+    columns = [entry["key"] for entry, report in groups if report is not None]
+    cells: dict[str, dict[str, str]] = {}
+    for entry, report in groups:
+        if report is None:
+            continue
+        for c in report.summary["comparisons"]:
+            what = f"{c['variant']} vs {c['baseline']}"
+            speedup = c.get("speedup")
+            cells.setdefault(what, {})[entry["key"]] = (
+                f"{speedup:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] {c['verdict']}"
+                if isinstance(speedup, float) and speedup == speedup
+                else c["verdict"]
+            )
+    if not cells:
+        return []
+    rows = [[esc(what), *[esc(by.get(col, "-")) for col in columns]] for what, by in cells.items()]
+    return [
+        "## Speedups across groups",
+        "",
+        "Each cell is a ratio measured within one group, on one machine (paired rounds); "
+        "setting the ratios side by side compares the treatments' effects, not the machines.",
+        "",
+        *table(["comparison", *columns], rows),
+        "",
+    ]
+
+
+def _step_times(
+    groups: list[tuple[dict[str, Any], Report | None]], diffs: list[str], force: bool
+) -> list[str]:
+    """Step times of the same variant in different groups: only on equal machines, or
+    forced and labelled."""
+    done = [(entry, report) for entry, report in groups if report is not None]
+    if len(done) < 2:
+        return []
+    lines = ["## Step times across groups", ""]
+    if diffs and not force:
+        return lines + [
+            "Not compared: the groups ran on machines that differ in "
+            f"{esc(', '.join(diffs))}, so their step times measure different machines. "
+            "To compare them anyway (labelled FORCED): `perflab-report SWEEP_DIR --force`.",
+            "",
+        ]
+    (first_entry, first), rest = done[0], done[1:]
+    for entry, report in rest:
+        try:
+            against = compare_runs(report, first, force=force, ignore=_group_keys(first_entry))
+        except PerflabError as exc:
+            lines += [f"- {esc(entry['key'])} against {esc(first_entry['key'])}: {esc(exc)}", ""]
+            continue
+        against.old_name = f"group {first_entry['key']}"
+        lines += [f"### {esc(entry['key'])} against {esc(first_entry['key'])}", ""]
+        lines += section(against)[2:]
+    return lines
+
+
+def _group_keys(entry: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(part.split("=", 1)[0] for part in entry["key"].split())
+
+
+def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: bool) -> str:
+    machines = {entry["key"]: machine(r) if r else {} for entry, r in groups}
+    diffs = machine_differences(machines)
+    lines = ["# perflab report", "", f"{len(groups)} groups, each run as one job on one machine."]
+    lines += [""]
+    if diffs:
+        lines += [
+            f"> The groups' machines differ in {esc(', '.join(diffs))}: verdicts stand "
+            "within each group; step times are not compared across groups.",
+            "",
+        ]
+    rows = []
+    for entry, report in groups:
+        m = machines[entry["key"]]
+        state = entry.get("state", "pending")
+        if report is not None:
+            state = report.summary["stop_reason"] if state == "done" else state
+        rows.append(
+            [
+                f"[{esc(entry['key'])}]({GROUPS_DIR}/{entry['dir']}/{REPORT_FILE})",
+                esc(state),
+                esc(m.get("hostname", "-")),
+                esc(m.get("cpu_model", "-")),
+                esc(", ".join(m.get("cuda_devices") or []) or "-"),
+                esc(m.get("torch", "-")),
+            ]
+        )
+    lines += ["## Groups", ""]
+    lines += table(["group", "state", "host", "CPU", "GPUs", "torch"], rows) + [""]
+    lines += _speedups(groups)
+    lines += _step_times(groups, diffs, force)
+    return "\n".join(lines)
+
+
+def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> dict[str, Any]:
+    """Every group's comparisons and flags, each tagged with its group (for --fail-on)."""
+    comparisons, unreliable = [], []
+    for entry, report in groups:
+        if report is None:
+            continue
+        s = report.summary
+        comparisons += [{**c, "group": entry["key"]} for c in s["comparisons"]]
+        unreliable += [f"{entry['key']}: {u}" for u in s["unreliable"]]
+    return {
+        "groups": [entry for entry, _ in groups],
+        "comparisons": comparisons,
+        "unreliable": unreliable,
+    }
+
+
+def write_merged_report(sweep_dir: Path, out_dir: Path | None = None, force: bool = False) -> Path:
+    from perflab.report import write_report
+
+    groups = load_groups(sweep_dir)
+    out = Path(out_dir or sweep_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for entry, report in groups:
+        if report is not None:
+            # each group's own report, also published next to the merged one
+            write_report(report, out / GROUPS_DIR / entry["dir"])
+    (out / REPORT_FILE).write_text(render_merged(groups, force))
+    write_json_atomic(out / SUMMARY_FILE, merged_summary(groups))
+    return out / REPORT_FILE

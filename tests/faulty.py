@@ -1,0 +1,79 @@
+"""A model that fails on purpose, for the resilience tests and benchmarks/fault_matrix.py.
+
+    perflab -m model=custom model._target_=tests.faulty.build model.input.shape=[1] \\
+        model.target.kind=none data=memory mode=infer +model.args.fault=none,oom \\
+        '+schedule.treatments={model.args.fault:none}'
+
+An editable install puts the repository root on sys.path, so trial processes import this
+file as ``tests.faulty``. Each forward busy-waits ``step_us`` (like perflab's spin model),
+then does its fault: the trial fails at its first call, before anything is timed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+
+def _raise() -> None:
+    raise RuntimeError("injected fault")
+
+
+def _oom() -> None:
+    # What the CUDA caching allocator raises; constructible on a CPU-only build too.
+    raise torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 20.00 GiB (simulated by tests/faulty.py)"
+    )
+
+
+def _segfault() -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _sigkill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
+
+
+def _hang() -> None:
+    time.sleep(3600)
+
+
+FAULTS: dict[str, Callable[[], None]] = {
+    "none": lambda: None,
+    "raise": _raise,
+    "oom": _oom,
+    "segfault": _segfault,
+    "sigkill": _sigkill,
+    "hang": _hang,
+}
+
+
+class Faulty(nn.Module):
+    def __init__(self, fault: str, step_us: int, started_log: str) -> None:
+        super().__init__()
+        self.fault, self.step_ns, self.started_log = FAULTS[fault], step_us * 1000, started_log
+        self.scale = nn.Parameter(torch.ones(1))
+        self.started = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.started_log and not self.started:
+            # one line per trial process that reached its first step
+            with open(self.started_log, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        self.started = True
+        deadline = time.perf_counter_ns() + self.step_ns
+        while time.perf_counter_ns() < deadline:
+            pass
+        self.fault()
+        return x * self.scale
+
+
+def build(fault: str = "none", step_us: int = 200, started_log: str = "") -> nn.Module:
+    """``fault``: one of FAULTS; ``started_log``: a file each trial process appends its
+    pid to when its model first runs (tests use it to interrupt a trial mid-way)."""
+    return Faulty(fault, step_us, started_log)

@@ -1,0 +1,185 @@
+"""Scale-out: groups, their jobs through submitit's real local executor, merged reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sweeps import make_sweep
+
+from perflab.errors import ConfigError
+from perflab.plan import Job
+from perflab.records import write_json_atomic
+from perflab.report.merge import write_merged_report
+from perflab.scaleout import Group, check_group_by, split
+
+PERFLAB = str(Path(sys.executable).parent / "perflab")
+REPORT = str(Path(sys.executable).parent / "perflab-report")
+FAST = (
+    "+experiment=spin_ratio",
+    "model.step_us=200,300",
+    "schedule.treatments={model.step_us:200}",
+    "preset=quick",
+    "schedule.min_rounds=3",
+    "schedule.max_rounds=3",
+    "trial.warmup_s=0",
+    "trial.min_steps=20",
+    "trial.min_s=0",
+    "profile=false",
+)
+
+
+def _jobs() -> list[Job]:
+    return [
+        Job(i, [f"model={m}", f"amp={a}"], {"model": m, "amp": a})
+        for i, (m, a) in enumerate([("mlp", "off"), ("mlp", "bf16"), ("spin", "off")])
+    ]
+
+
+def test_split_keeps_command_line_order_and_names_directories():
+    groups = split(_jobs(), ["model"])
+    assert [(g.key, [j.num for j in g.jobs]) for g in groups] == [
+        ("model=mlp", [0, 1]),
+        ("model=spin", [2]),
+    ]
+    assert Group("model=a/b batch_size=2", []).dir_name == "model=a_b,batch_size=2"
+
+
+def test_group_keys_must_be_swept_and_not_treatments():
+    with pytest.raises(ConfigError, match="scaleout.group_by.*not swept"):
+        check_group_by(["batch_size"], _jobs(), {})
+    # amp is compared with its baseline: grouping by it would split the pair
+    with pytest.raises(ConfigError, match="is a treatment"):
+        check_group_by(["amp"], _jobs(), {})
+    check_group_by(["model"], _jobs(), {})
+
+
+def _grouped(root: Path, torch_b: str) -> None:
+    make_sweep(root / "groups" / "model=a", seed=1)
+    make_sweep(root / "groups" / "model=b", seed=2, torch=torch_b)
+    write_json_atomic(
+        root / "groups.json",
+        {
+            "groups": [
+                {"key": "model=a", "dir": "model=a", "state": "done"},
+                {"key": "model=b", "dir": "model=b", "state": "done"},
+            ]
+        },
+    )
+
+
+def test_merged_report_refuses_step_times_across_different_machines(tmp_path):
+    _grouped(tmp_path, torch_b="2.14.0+cpu")
+    text = write_merged_report(tmp_path).read_text()
+    assert "machines differ in torch" in text
+    assert "Not compared: the groups ran on machines that differ in torch" in text
+    assert "**FORCED**" not in text and "perflab-report SWEEP_DIR --force" in text
+    # ratios measured within each machine are still set side by side
+    assert "| amp=bf16 vs amp=off | 1.2" in text
+    forced = write_merged_report(tmp_path, force=True).read_text()
+    assert "**FORCED**" in forced and "torch: 2.13.0\\+cpu -\\> 2.14.0\\+cpu" in forced
+
+
+def test_merged_report_compares_step_times_on_equal_machines(tmp_path):
+    _grouped(tmp_path, torch_b="2.13.0+cpu")
+    text = write_merged_report(tmp_path).read_text()
+    assert "### model=b against model=a" in text and "FORCED" not in text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {c["group"] for c in summary["comparisons"]} == {"model=a", "model=b"}
+
+
+def test_report_cli_gates_over_every_group(tmp_path):
+    _grouped(tmp_path, torch_b="2.13.0+cpu")
+    result = subprocess.run(
+        [REPORT, str(tmp_path), "--fail-on", "not-faster"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    result = subprocess.run(
+        [REPORT, str(tmp_path), "--fail-on", "inconclusive", "--fail-on", "unreliable"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def _layout(root: Path) -> set[str]:
+    """Relative paths, with each variant's directory named by its label (a group keeps
+    the sweep's Hydra job numbers): what a user or a script finds in a sweep directory."""
+    plan = json.loads((root / "experiment.json").read_text())["plan"]
+    labels = {
+        v["dir"]: v["label"] + ("/sentinel" if v["name"] == "sentinel" else "")
+        for v in plan["variants"]
+    }
+    paths = set()
+    for p in root.rglob("*"):
+        parts = list(p.relative_to(root).parts)
+        if ".hydra" in parts or parts[0] == "multirun.yaml":
+            continue
+        paths.add("/".join([labels.get(parts[0], parts[0]), *parts[1:]]))
+    return paths
+
+
+@pytest.mark.slow
+def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
+    root = tmp_path / "multirun" / "grouped"
+    command = [
+        PERFLAB,
+        "-m",
+        *FAST,
+        "batch_size=1,2",
+        "scaleout.group_by=[batch_size]",
+        f"hydra.sweep.dir={root}",
+    ]
+    grouped = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert grouped.returncode == 0, grouped.stderr + grouped.stdout
+    assert "2 group(s) by batch_size" in grouped.stdout
+    index = json.loads((root / "groups.json").read_text())
+    assert [(g["key"], g["state"]) for g in index["groups"]] == [
+        ("batch_size=1", "done"),
+        ("batch_size=2", "done"),
+    ]
+    single_cwd = tmp_path / "single"
+    single_cwd.mkdir()
+    single = subprocess.run(
+        [PERFLAB, "-m", *FAST, "batch_size=1"],
+        cwd=single_cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert single.returncode == 0, single.stderr
+    [single_root] = (single_cwd / "multirun").glob("*/*")
+    group = root / "groups" / "batch_size=1"
+    # the group is a complete sweep directory: the same records, summary and report
+    assert _layout(group) == _layout(single_root)
+    a = json.loads((group / "summary.json").read_text())
+    b = json.loads((single_root / "summary.json").read_text())
+    assert a.keys() == b.keys()
+    assert [(c["variant"], c["baseline"]) for c in a["comparisons"]] == [
+        (c["variant"], c["baseline"]) for c in b["comparisons"]
+    ]
+    assert [(v["label"], v["trials"]) for v in a["variants"]] == [
+        (v["label"], v["trials"]) for v in b["variants"]
+    ]
+    merged = (root / "report.md").read_text()
+    assert "[batch\\_size=2](groups/batch_size=2/report.md)" in merged
+    assert "## Speedups across groups" in merged
+    # The same command with a larger budget, into the same directory: each group's job
+    # resumes its own experiment, keeping its trials and adding one round.
+    first = (root / "groups" / "batch_size=2" / "1" / "trials" / "r000.json").read_bytes()
+    more = subprocess.run(
+        [*command, "schedule.min_rounds=4", "schedule.max_rounds=4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert more.returncode == 0, more.stderr + more.stdout
+    trials = root / "groups" / "batch_size=2" / "1" / "trials"
+    assert sorted(p.name for p in trials.iterdir()) == [f"r00{i}.json" for i in range(4)]
+    assert (trials / "r000.json").read_bytes() == first
+    summary = json.loads((root / "groups" / "batch_size=2" / "summary.json").read_text())
+    assert summary["rounds"] == 4
