@@ -62,17 +62,23 @@ def main() -> None:
             sys.exit(result.stderr + result.stdout)
         [root] = Path(tmp, "multirun").glob("*/*")
         index = json.loads((root / "groups.json").read_text())
-        rows = []
+        rows, phases = [], []
         for group in index["groups"]:
             inside, trials = trial_seconds(root / "groups" / group["dir"])
             in_job = group["seconds"] + group["overhead_s"]  # submit -> result
             rows.append((group["key"], trials, inside, in_job, group["overhead_s"]))
+            phases.append(group["phases_s"])
     print(f"sweep: 3 groups x (2 variants + sentinel) x 5 rounds; perflab wall {wall:.1f} s")
     print("group          trials  in trials  submit->result  job start+collect  beyond trials")
     for key, trials, inside, in_job, job_overhead in rows:
         print(
             f"{key:<14} {trials:>6}  {inside:>8.2f} s  {in_job:>12.2f} s  {job_overhead:>15.2f} s"
             f"  {in_job - inside:>11.2f} s"
+        )
+    for (key, *_), p in zip(rows, phases, strict=True):
+        print(
+            f"{key}: inside the job: experiment {p['experiment']:.2f} s (trials and the "
+            f"fork server's start), report {p['report']:.2f} s"
         )
     beyond = [in_job - inside for _, _, inside, in_job, _ in rows]
     print(

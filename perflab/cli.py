@@ -103,7 +103,7 @@ def run_single(
     cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
 ) -> Path:
     """Run one trial in a fresh process; return its record path or raise."""
-    from perflab.trial import TrialRequest, run_in_fresh_process
+    from perflab.request import TrialRequest, run_in_fresh_process
 
     record_path = job_dir / "trials" / "000.json"
     request = TrialRequest(

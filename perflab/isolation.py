@@ -10,6 +10,7 @@ torch.optim call in a child costs ~1.1 s.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -57,9 +58,19 @@ def start_server() -> None:
     forkserver.ensure_running()
 
 
-def _child(fn: Callable[[Any], Any], arg: Any, conn: multiprocessing.connection.Connection) -> None:
+def resolve_function(fn: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
+    """A function, or one named "module:function" (imported here, in the child)."""
+    if not isinstance(fn, str):
+        return fn
+    module, _, name = fn.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _child(
+    fn: Callable[[Any], Any] | str, arg: Any, conn: multiprocessing.connection.Connection
+) -> None:
     try:
-        conn.send(Outcome("ok", fn(arg)))
+        conn.send(Outcome("ok", resolve_function(fn)(arg)))
     except ConfigError as exc:
         conn.send(Outcome("config_error", message=str(exc)))
     except KeyboardInterrupt:
@@ -82,8 +93,9 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def run_isolated(fn: Callable[[Any], Any], arg: Any, timeout_s: float) -> Outcome:
-    """Call ``fn(arg)`` in a fresh child. Never raises for what happens in the child, with
+def run_isolated(fn: Callable[[Any], Any] | str, arg: Any, timeout_s: float) -> Outcome:
+    """Call ``fn(arg)`` in a fresh child (``fn`` may be named "module:function", so
+    that this process need not import it). Never raises for what happens in the child, with
     one exception: a child interrupted by SIGINT or SIGTERM raises KeyboardInterrupt here,
     as an interrupt of this process does. Either way the child is gone when this returns
     or raises: no orphan keeps running (or writing) after its parent gave up on it."""

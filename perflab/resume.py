@@ -68,9 +68,8 @@ def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) 
 
 
 def machine(invocation: dict[str, Any]) -> dict[str, Any]:
-    """MACHINE_KEYS, read in the sweep process (torch is already imported there)."""
-    import torch
-
+    """MACHINE_KEYS, read in the sweep process from package metadata (the sweep process
+    does not import torch; the version string is torch.__version__'s, e.g. 2.13.0+cpu)."""
     try:
         perflab_version: str | None = metadata.version("perflab")
     except metadata.PackageNotFoundError:
@@ -78,11 +77,18 @@ def machine(invocation: dict[str, Any]) -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": _version("torch"),
         "perflab": perflab_version,
         "cwd": invocation.get("cwd"),
         "git_commit": invocation.get("git_commit"),
     }
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _measured(config: dict[str, Any]) -> dict[str, Any]:

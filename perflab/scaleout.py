@@ -231,6 +231,9 @@ def _settle(job: Any) -> None:
 def _wait(
     task: GroupTask, job: Any, submitted: float, say: Callable[[str], None]
 ) -> dict[str, Any]:
+    # job.result() polls about once a second; a short poll of done() returns sooner
+    while not job.done():
+        time.sleep(0.1)
     try:
         result: dict[str, Any] = job.result()
     except Exception as exc:  # noqa: BLE001 - one lost group must not lose the others

@@ -27,7 +27,7 @@ from perflab.errors import PerflabError
 from perflab.isolation import run_isolated
 from perflab.plan import SENTINEL, Plan
 from perflab.records import TrialRecord, load_record, write_json_atomic
-from perflab.trial import TrialRequest, check_settings, run_in_fresh_process, run_profile
+from perflab.request import CHECK_SETTINGS, RUN_PROFILE, TrialRequest, run_in_fresh_process
 
 PROFILE_FILE = "profile.json"
 
@@ -56,7 +56,7 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     setting in any variant stops the sweep with exit 2 and nothing measured."""
     warnings = {}
     for name, run in runs.items():
-        result = run_isolated(check_settings, run.request, timeout_s=120)
+        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=120)
         if result.kind == "config_error":
             raise PerflabError(result.message)
         if result.kind != "ok":
@@ -265,7 +265,7 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
             say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
             continue
         request = dataclasses.replace(run.request, record_path=str(path))
-        result = run_isolated(run_profile, request, request.config.trial.timeout_s)
+        result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)
         state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
         say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")
 

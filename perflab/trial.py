@@ -15,8 +15,6 @@ import random
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from perflab import environment, knobs, memory, telemetry
 from perflab.config import PerflabConfig
 from perflab.errors import ConfigError
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
+from perflab.request import TrialRequest, now
 from perflab.resolve import Resolved, resolve
 from perflab.steps import (
     INFER_PHASES,
@@ -51,23 +50,8 @@ MEMORY_SNAPSHOT_FILE = "memory_snapshot.pickle"
 MEMORY_HISTORY_ENTRIES = 100_000
 
 
-@dataclass
-class TrialRequest:
-    """Everything a trial process needs; plain data so it crosses the process boundary."""
-
-    config: PerflabConfig
-    # the composed config as a plain dict, stored in the record
-    config_dict: dict[str, Any]
-    record_path: str
-    # command line, working directory and git state of the CLI process
-    invocation: dict[str, Any] = field(default_factory=dict)
-    round: int = 0
-    # config group options chosen (Hydra's runtime.choices), for labels
-    choices: dict[str, str] = field(default_factory=dict)
-
-
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return now()
 
 
 def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord) -> None:
@@ -200,40 +184,6 @@ def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
         "fused": cfg.fused,
         "model": cfg.model._target_,
     }
-
-
-def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecord:
-    """The record the parent writes for a trial process that died ("crashed") or hung
-    ("timeout") before it could write its own: a failure is never a lost result."""
-    now = _now()
-    status = "timeout" if kind == "timeout" else "failed"
-    return TrialRecord(
-        status=status,
-        config=request.config_dict,
-        settings={},
-        started_at=now,
-        finished_at=now,
-        round=request.round,
-        choices=dict(request.choices),
-        error=ErrorInfo(status, message, ""),
-        environment=dict(request.invocation),
-    )
-
-
-def run_in_fresh_process(request: TrialRequest) -> Path:
-    """Run one trial in a fresh process and return its record's path. An impossible
-    setting raises PerflabError (nothing measured); a child that died or hung before
-    writing its record gets one from the parent, so a failure is never a lost result."""
-    from perflab.errors import PerflabError
-    from perflab.isolation import run_isolated
-
-    path = Path(request.record_path)
-    result = run_isolated(run_trial, request, request.config.trial.timeout_s)
-    if result.kind == "config_error":
-        raise PerflabError(result.message)
-    if result.kind != "ok":
-        write_record(path, failure_record(request, result.kind, result.message))
-    return path
 
 
 def _user_code_importable(request: TrialRequest) -> None:

@@ -64,7 +64,7 @@ class Result:
 
 def _checked(request: Any) -> list[str]:
     """trial.check_settings, with a ConfigError turned into what the parent raises when
-    a trial process reports one (trial.run_in_fresh_process, schedule.check_all)."""
+    a trial process reports one (request.run_in_fresh_process, schedule.check_all)."""
     from perflab.trial import check_settings
 
     try:

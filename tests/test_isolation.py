@@ -67,3 +67,17 @@ def test_hung_child_is_killed_at_the_timeout():
 def test_describe_exit():
     assert describe_exit(-9) == "killed by signal SIGKILL"
     assert describe_exit(3) == "exited with code 3"
+
+
+def test_the_processes_that_only_run_trials_never_import_torch():
+    # The CLI, the launcher and a scale-out job send requests to trial processes (which
+    # have torch preloaded) and read records: importing torch there would cost seconds.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, perflab.cli, perflab.launcher, perflab.scaleout, perflab.schedule, "
+        "perflab.resume, perflab.report.merge; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
