@@ -45,7 +45,7 @@ def ref(key: str) -> Any:
 
 
 # Keys of a model node that perflab reads itself; every other key goes to the factory.
-MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args")
+MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args", "checkpoint")
 
 
 @dataclass
@@ -79,6 +79,9 @@ class ModelConfig:
     input: InputSpec = field(default_factory=InputSpec)
     # what one target looks like, and so which loss is used
     target: TargetSpec = field(default_factory=TargetSpec)
+    # a state_dict file (torch.save) loaded into the built model with
+    # torch.load(weights_only=True): tensors and plain containers only, never code
+    checkpoint: str | None = None
 
 
 @dataclass

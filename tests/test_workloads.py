@@ -79,3 +79,42 @@ def test_losses(make_config, kind, target):
     out = torch.randn(2, 10, requires_grad=True)
     make_loss(spec)(out, target).backward()
     assert out.grad is not None
+
+
+class _RunsCodeWhenUnpickled:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_checkpoint_loads_into_the_built_model(make_config, tmp_path):
+    trained = build_model(make_config(*TINY, "seed=7"))
+    torch.nn.init.constant_(trained[0].weight, 0.25)
+    path = tmp_path / "ckpt.pt"
+    torch.save({"state_dict": trained.state_dict()}, path)
+    model = build_model(make_config(*TINY, f"model.checkpoint={path}"))
+    assert torch.equal(model[0].weight, torch.full_like(model[0].weight, 0.25))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_unrun(make_config, tmp_path, monkeypatch):
+    from perflab.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evil.pt"
+    torch.save({"weight": _RunsCodeWhenUnpickled()}, path)
+    with pytest.raises(ConfigError, match="model.checkpoint.*weights_only"):
+        build_model(make_config(*TINY, f"model.checkpoint={path}"))
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_missing_or_mismatched_checkpoint_is_a_config_error(make_config, tmp_path):
+    from perflab.errors import ConfigError
+    from perflab.workloads import check_factories
+
+    with pytest.raises(ConfigError, match="model.checkpoint.*no such file"):
+        check_factories(make_config(*TINY, f"model.checkpoint={tmp_path / 'nope.pt'}"))
+    path = tmp_path / "other.pt"
+    torch.save({"weight": torch.zeros(3)}, path)
+    with pytest.raises(ConfigError, match="same parameter names and shapes"):
+        build_model(make_config(*TINY, f"model.checkpoint={path}"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,6 +52,8 @@ def build_model(cfg: PerflabConfig) -> nn.Module:
             "a factory returning a torch.nn.Module",
             f"returned {type(model).__name__}",
         )
+    if cfg.model.checkpoint:
+        load_checkpoint(model, cfg.model.checkpoint)
     return model
 
 
@@ -70,11 +73,48 @@ def locate(path: str) -> Any:
     raise ImportError(f"no importable module in {path!r}")
 
 
+def load_checkpoint(model: nn.Module, path: str) -> None:
+    """Load a state_dict into the built model. ``weights_only=True``: the file may hold
+    tensors and plain containers only; a pickle that would run code is refused, never
+    executed. A {"state_dict": ...} wrapper, as training loops often save, is unwrapped."""
+    import pickle
+
+    allowed = "a state_dict saved with torch.save (tensors only: loaded with weights_only=True)"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError as exc:
+        raise ConfigError("model.checkpoint", path, allowed, "no such file") from exc
+    except (pickle.UnpicklingError, RuntimeError, OSError, EOFError) as exc:
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError("model.checkpoint", path, allowed, problem[:300]) from exc
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ConfigError("model.checkpoint", path, allowed, f"holds a {type(state).__name__}")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        lines = str(exc).strip().splitlines()
+        raise ConfigError(
+            "model.checkpoint",
+            path,
+            "a state_dict of this model (same parameter names and shapes)",
+            " ".join(line.strip() for line in lines[:3])[:300],
+        ) from exc
+
+
 def check_factories(cfg: PerflabConfig) -> None:
     """Import the model (and dataset) factory and bind its arguments without calling it,
     so a factory that cannot be built stops a sweep before anything is measured."""
     import inspect
 
+    if cfg.model.checkpoint and not Path(cfg.model.checkpoint).is_file():
+        raise ConfigError(
+            "model.checkpoint",
+            cfg.model.checkpoint,
+            "an existing state_dict file (relative paths: from where perflab runs)",
+            "no such file",
+        )
     targets = [("model._target_", cfg.model._target_, model_factory_kwargs(cfg.model))]
     if cfg.data.dataset:
         targets.append(("data.dataset", cfg.data.dataset, dict(cfg.data.dataset_args)))
