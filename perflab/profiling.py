@@ -289,22 +289,36 @@ def busy_time(events: list[Any], device: str) -> dict[str, Any]:
     return busy_summary(spans, windows, basis)
 
 
-def write_trace(prof: Any, path: Path, max_bytes: int) -> dict[str, Any]:
-    """Export a Chrome/Perfetto trace, gzip it, and keep it only within the size bound."""
-    raw = path.with_suffix("")  # trace.json next to trace.json.gz, removed after
+# The trace gets a directory of its own, and a name TensorBoard's profiler plugin
+# recognises (WORKER.pt.trace.json.gz): `tensorboard --logdir JOB/profile` finds it, and
+# Holistic Trace Analysis, which reads every .json/.json.gz file of a directory as one
+# rank's trace, can be pointed at JOB/profile/trace (profile.json must not be beside it).
+TRACE_DIR = "trace"
+TRACE_FILE = "perflab.pt.trace.json.gz"
+
+
+def write_trace(prof: Any, profile_dir: Path, max_bytes: int) -> dict[str, Any]:
+    """Export a Chrome/Perfetto trace into profile_dir/trace/, gzip it, and keep it only
+    within the size bound; "trace" is its path relative to profile_dir."""
+    directory = profile_dir / TRACE_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = directory / "export.json"  # removed once compressed
     prof.export_chrome_trace(str(raw))
-    data = raw.read_bytes()
+    trace = json.loads(raw.read_text())
     raw.unlink()
-    packed = gzip.compress(data, compresslevel=6)
+    # HTA reads the rank from here; a single-process trial is rank 0
+    trace.setdefault("distributedInfo", {"rank": 0, "world_size": 1})
+    packed = gzip.compress(json.dumps(trace).encode(), compresslevel=6)
     if len(packed) > max_bytes:
+        directory.rmdir()
         return {
             "trace": None,
             "trace_bytes": len(packed),
             "trace_note": f"trace of {len(packed)} bytes exceeds the {max_bytes}-byte "
             "bound; lower profile.active or turn off shapes/stacks",
         }
-    path.write_bytes(packed)
-    return {"trace": path.name, "trace_bytes": len(packed)}
+    (directory / TRACE_FILE).write_bytes(packed)
+    return {"trace": f"{TRACE_DIR}/{TRACE_FILE}", "trace_bytes": len(packed)}
 
 
 def write_profile(

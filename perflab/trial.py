@@ -298,7 +298,7 @@ def memory_by_phase(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> l
 def run_profile(request: TrialRequest) -> str:
     """The profiling trial: build the variant like a timed trial, run its first call and
     a few unprofiled steps (the overhead reference), then profile; write profile.json
-    and trace.json.gz next to request.record_path. Returns "ok"."""
+    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok"."""
     from perflab import profiling
 
     cfg = request.config
@@ -333,7 +333,7 @@ def run_profile(request: TrialRequest) -> str:
         p.stacks,
     )
     extras = {"memory_snapshot": _finish_memory_snapshot(snapshot, out)}
-    trace = profiling.write_trace(prof, out.with_name("trace.json.gz"), int(p.max_trace_mb * 2**20))
+    trace = profiling.write_trace(prof, out.parent, int(p.max_trace_mb * 2**20))
     reference = sorted(unprofiled)[1]
     profiling.write_profile(
         out,

@@ -72,7 +72,8 @@ def _profile(tmp_path, make_config, *overrides):
     path = tmp_path / "profile" / "profile.json"
     outcome = run_isolated(run_profile, TrialRequest(cfg, {}, str(path), {}), timeout_s=600)
     assert outcome.kind == "ok", outcome.message
-    return load_profile(path), path.with_name("trace.json.gz")
+    profile = load_profile(path)
+    return profile, path.parent / (profile["trace"] or "trace/none")
 
 
 def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, make_config):
