@@ -271,7 +271,7 @@ class SlurmConfig:
     mem_gb: int = 32
     # wall-clock limit of one group's job, minutes
     timeout_min: int = 120
-    # any other sbatch option, e.g. {exclusive: ""} or {reservation: perf}
+    # any other sbatch option, e.g. {reservation: perf} or {exclusive: user}
     additional_parameters: dict[str, Any] = field(default_factory=dict)
 
 

@@ -162,9 +162,18 @@ def make_executor(cfg: ScaleOutConfig, folder: Path) -> Any:
         local = submitit.LocalExecutor(folder=folder)
         local.update_parameters(timeout_min=cfg.slurm.timeout_min)
         return local
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    except RuntimeError as exc:  # submitit looks for srun
+        raise ConfigError(
+            "scaleout.executor",
+            "slurm",
+            "slurm on a machine that submits SLURM jobs (srun and sbatch on PATH), or local",
+            str(exc),
+        ) from exc
     s = cfg.slurm
     params: dict[str, Any] = {
+        "name": "perflab",
         "timeout_min": s.timeout_min,
         "gpus_per_node": s.gpus_per_node,
         "cpus_per_task": s.cpus_per_task,

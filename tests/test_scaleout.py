@@ -183,3 +183,40 @@ def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
     assert (trials / "r000.json").read_bytes() == first
     summary = json.loads((root / "groups" / "batch_size=2" / "summary.json").read_text())
     assert summary["rounds"] == 4
+
+
+def test_slurm_settings_become_sbatch_options(tmp_path, monkeypatch):
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from perflab.config import ScaleOutConfig, SlurmConfig
+    from perflab.scaleout import make_executor
+
+    cfg = ScaleOutConfig(
+        group_by=["model"],
+        executor="slurm",
+        slurm=SlurmConfig(
+            partition="gpu", constraint="h100", mem_gb=64, additional_parameters={"qos": "perf"}
+        ),
+    )
+    monkeypatch.setenv("PATH", "")  # no srun here: a clear config error, not a traceback
+    with pytest.raises(ConfigError, match="scaleout.executor=slurm.*srun"):
+        make_executor(cfg, tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    executor = make_executor(cfg, tmp_path)
+    script = _make_sbatch_string(command="x", folder=str(tmp_path), **executor._executor.parameters)
+    for option in (
+        "--partition=gpu",
+        "--constraint=h100",
+        "--gpus-per-node=1",
+        "--cpus-per-task=8",
+        "--mem=64GB",
+        "--time=120",
+        "--nodes=1",
+        "--qos=perf",
+        "--job-name=perflab",
+    ):
+        assert f"#SBATCH {option}\n" in script
