@@ -186,6 +186,8 @@ FREE_TEXT = {
     "scaleout.slurm.account",
     "scaleout.slurm.qos",
     "scaleout.slurm.constraint",
+    # a path: any text parses; a missing or unsafe file is refused (tests/test_workloads.py)
+    "model.checkpoint",
 }
 # Built-in models: their fields are fuzzed under model=NAME (custom needs a factory first)
 MODELS = [name for name in config.MODEL_SCHEMAS if name != "custom"]
