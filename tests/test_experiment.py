@@ -48,8 +48,10 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     summary = json.loads((root / "summary.json").read_text())
     [c] = summary["comparisons"]
     assert (c["variant"], c["baseline"]) == ("model.step_us=2100", "model.step_us=2000")
-    # the true ratio is 2000/2100 plus the step's constant overhead (a few us)
-    assert 0.945 < c["speedup"] < 0.96 and c["verdict"] == "SLOWER"
+    # the true ratio is 2000/2100 = 0.952 plus the step's constant overhead (a few us);
+    # three rounds of 20 steps on a shared machine: within 1.5 % (0.944 was seen once
+    # under load; the bias over many rounds is benchmarks/spin_pipeline.py's, <= 0.02 %)
+    assert 0.938 < c["speedup"] < 0.966 and c["verdict"] == "SLOWER"
     assert summary["stop_reason"] in ("precision reached", "max rounds")
     assert summary["rounds"] == 3
     assert "**SLOWER**" in (root / "report.md").read_text()
