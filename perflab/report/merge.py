@@ -18,15 +18,13 @@ from typing import Any
 from perflab.analysis import SUMMARY_FILE
 from perflab.errors import PerflabError, RecordError
 from perflab.records import write_json_atomic
+from perflab.report import REPORT_FILE
 from perflab.report.against import ENV_KEYS, compare_runs, section
 from perflab.report.tables import Report, first_ok, load
 from perflab.report.text import esc, table
+from perflab.scaleout import GROUPS_DIR, GROUPS_FILE
 
 log = logging.getLogger(__name__)
-
-GROUPS_FILE = "groups.json"  # perflab.scaleout.GROUPS_FILE, without importing the runner
-GROUPS_DIR = "groups"
-REPORT_FILE = "report.md"
 
 
 def is_grouped(sweep_dir: Path) -> bool:
