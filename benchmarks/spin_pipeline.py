@@ -1,115 +1,126 @@
 """Ground truth through the whole pipeline: real `perflab -m` sweeps of the spin workload.
 
-Spin steps busy-wait a set number of microseconds, so the true speedup between two
-variants is the ratio of their step_us (plus a constant few-us step overhead, which
-biases ratios towards 1 by at most ~0.1 % at these lengths). The base is 10710 us so
-that every ratio is exact in whole microseconds: 10710/10500 = 1.02, /10200 = 1.05,
-/8568 = 1.25, /5355 = 2.0.
+A spin step waits a set number of microseconds (the host busy-waits on CPU; a kernel
+calibrated against CUDA events spins on the GPU on CUDA), so the true speedup between
+two variants is the ratio of their step_us, up to the step's own few-microsecond
+overhead, which pulls ratios towards 1 by at most ~0.1 % at these lengths. Everything
+runs as a user would run it: the shipped presets, perflab's launcher, fresh trial
+processes, records, analysis.
 
-1. A/A: repeated sweeps of one variant; each one's A/A sentinel is a real A/A
-   comparison. Reports false FASTER/SLOWER verdicts with a Clopper-Pearson bound.
-2. Known ratios: one sweep with all ratios; reports estimate, CI, verdict and bias.
-3. Scheduler overhead: the gap between one trial's end and the next one's start,
-   from the records' timestamps.
+1. Known ratios: sweeps of a 10710 us base against faster and slower variants (true
+   speedups 1.02, 1.05, 1.25 and 0.980, 0.952, 0.800); per comparison the estimate,
+   interval, verdict and whether the interval held the truth; then the counts of
+   EQUIVALENT and wrong-direction verdicts.
+2. A/A: sweeps of one variant; each sweep's hidden A/A sentinel is a real A/A
+   comparison. False FASTER/SLOWER with a Clopper-Pearson interval.
+3. Scheduler overhead: the gap between one trial's end and the next one's start.
 
-    python benchmarks/spin_pipeline.py [--aa 20]
-
-Note: with a single step_us value the sweep has no treatment swept, so the declared
-treatment is inert and the A/A sentinel is the only comparison.
+    python benchmarks/spin_pipeline.py [--preset quick default] [--sweeps 2] [--aa 10]
+                                       [--device auto|cpu|cuda]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 
 from perflab.simulation import clopper_pearson
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
+PERFLAB = shutil.which("perflab") or "perflab"
 BASE_US = 10710
-RATIOS = {10710: 1.0, 10500: 1.02, 10200: 1.05, 8568: 1.25, 5355: 2.0}
-TRIAL = (
+STEPS_US = (10500, 10200, 8568, 10925, 11246, 13388)
+SPIN = (
     "model=spin",
     "data=memory",
     "mode=infer",
     f"+schedule.treatments={{model.step_us:{BASE_US}}}",
-    "trial.warmup_steps=3",
-    "trial.warmup_s=0",
-    "trial.min_steps=20",
-    "trial.min_s=0",
-    "schedule.min_rounds=10",
-    "schedule.max_rounds=10",
 )
 
 
-def sweep(cwd: Path, *overrides: str) -> dict:
-    subprocess.run(
-        [PERFLAB, "-m", *TRIAL, *overrides], cwd=cwd, check=True, capture_output=True, text=True
+def sweep(cwd: Path, preset: str, device: str, steps_us: tuple[int, ...]) -> Path:
+    values = ",".join(map(str, steps_us))
+    args = [PERFLAB, "-m", *SPIN, f"model.step_us={values}", f"preset={preset}"]
+    args += [f"device={device}", "profile=false"]
+    subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True)
+    return max(cwd.glob("multirun/*/*/summary.json"), key=lambda p: p.stat().st_mtime).parent
+
+
+def ratios(cwd: Path, preset: str, device: str, sweeps: int) -> list[Path]:
+    dirs, equivalent, wrong, covered, total = [], 0, 0, 0, 0
+    for _ in range(sweeps):
+        start = time.monotonic()
+        d = sweep(cwd, preset, device, (BASE_US, *STEPS_US))
+        summary = json.loads((d / "summary.json").read_text())
+        print(f"  sweep: {summary['rounds']} rounds, {time.monotonic() - start:.0f} s")
+        for c in summary["comparisons"]:
+            true = BASE_US / int(c["variant"].split("=")[1])
+            hit = c["ci_low"] <= true <= c["ci_high"]
+            print(
+                f"    true {true:.4f}: estimate {c['speedup']:.4f} [{c['ci_low']:.4f}, "
+                f"{c['ci_high']:.4f}] {c['verdict']} ({c['interval']}), bias "
+                f"{c['speedup'] / true - 1:+.3%}, covered: {hit}"
+            )
+            equivalent += c["verdict"] == "EQUIVALENT"
+            wrong += c["verdict"] == ("SLOWER" if true > 1 else "FASTER")
+            covered += hit
+            total += 1
+        dirs.append(d)
+    print(
+        f"  preset={preset}: EQUIVALENT {equivalent}/{total} (true effects 2-25 %), wrong "
+        f"direction {wrong}/{total}, intervals holding the truth {covered}/{total}"
     )
-    newest = max(cwd.glob("multirun/*/*/summary.json"), key=lambda p: p.stat().st_mtime)
-    return {"summary": json.loads(newest.read_text()), "dir": newest.parent}
+    return dirs
 
 
-def aa(cwd: Path, runs: int) -> None:
-    verdicts = []
-    for _ in range(runs):
-        s = sweep(cwd, f"model.step_us={BASE_US}")["summary"]["sentinel"]
-        verdicts.append(s["verdict"])
+def aa(cwd: Path, preset: str, device: str, runs: int) -> None:
+    verdicts = [
+        json.loads((sweep(cwd, preset, device, (BASE_US,)) / "summary.json").read_text())[
+            "sentinel"
+        ]["verdict"]
+        for _ in range(runs)
+    ]
     false = sum(v in ("FASTER", "SLOWER") for v in verdicts)
     low, high = clopper_pearson(false, runs)
     print(
-        f"A/A (sentinel of {runs} sweeps, 10 rounds each): {false}/{runs} FASTER/SLOWER "
+        f"  preset={preset}: A/A (sentinel of {runs} sweeps) {false}/{runs} FASTER/SLOWER "
         f"[Clopper-Pearson 95 %: {low:.1%}, {high:.1%}]; verdicts: "
         + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
     )
 
 
-def ratios(cwd: Path) -> Path:
-    result = sweep(cwd, "model.step_us=" + ",".join(map(str, RATIOS)))
-    for c in result["summary"]["comparisons"]:
-        true = RATIOS[int(c["variant"].split("=")[1])]
-        bias = c["speedup"] / true - 1
-        print(
-            f"true {true:.2f}: estimate {c['speedup']:.4f} [{c['ci_low']:.4f}, "
-            f"{c['ci_high']:.4f}] {c['verdict']}, bias {bias:+.3%}, covered: "
-            f"{c['ci_low'] <= true <= c['ci_high']}"
-        )
-    return result["dir"]
-
-
 def gaps(sweep_dir: Path) -> None:
-    spans = []
-    for path in sweep_dir.glob("*/trials/r*.json"):
-        record = json.loads(path.read_text())
-        spans.append(
-            (
-                datetime.fromisoformat(record["started_at"]),
-                datetime.fromisoformat(record["finished_at"]),
-            )
-        )
-    spans.sort()
+    spans = sorted(
+        (datetime.fromisoformat(r["started_at"]), datetime.fromisoformat(r["finished_at"]))
+        for r in (json.loads(p.read_text()) for p in sweep_dir.glob("*/trials/r*.json"))
+    )
     between = [(b[0] - a[1]).total_seconds() for a, b in zip(spans, spans[1:], strict=False)]
     print(
-        f"scheduler overhead between trials ({len(between)} gaps): median "
+        f"  scheduler overhead between trials ({len(between)} gaps): median "
         f"{statistics.median(between) * 1000:.0f} ms, max {max(between) * 1000:.0f} ms"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--aa", type=int, default=20)
+    parser.add_argument("--preset", nargs="+", default=["quick", "default"])
+    parser.add_argument("--sweeps", type=int, default=2, help="known-ratio sweeps per preset")
+    parser.add_argument("--aa", type=int, default=10, help="A/A sweeps per preset")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
-        sweep_dir = ratios(cwd)
-        gaps(sweep_dir)
-        aa(cwd, args.aa)
+        for preset in args.preset:
+            print(f"preset={preset}, device={args.device}:")
+            dirs = ratios(cwd, preset, args.device, args.sweeps)
+            gaps(dirs[-1])
+            aa(cwd, preset, args.device, args.aa)
 
 
 if __name__ == "__main__":

@@ -155,10 +155,11 @@ class TransformerConfig(ModelConfig):
 
 @dataclass
 class SpinConfig(ModelConfig):
-    """Ground truth: each forward busy-waits exactly ``step_us`` microseconds."""
+    """Ground truth: each forward takes exactly ``step_us`` microseconds (the host
+    busy-waits on CPU; a calibrated kernel spins on the GPU on CUDA)."""
 
-    _target_: str = "perflab.workloads.models.spin"
-    # busy-wait per forward call, in microseconds
+    _target_: str = "perflab.workloads.spin.spin"
+    # the wait per forward call, in microseconds
     step_us: int = 1000
     input: InputSpec = field(default_factory=lambda: InputSpec(shape=[1]))
     target: TargetSpec = field(default_factory=lambda: TargetSpec(kind="none"))
@@ -193,7 +194,16 @@ class TrialConfig:
     # warm-up lasts at least this many steps and at least warmup_s seconds
     warmup_steps: int = 5
     warmup_s: float = 0.5
-    # the timed block stops once it has min_steps and min_s, or at max_steps or max_s
+    # then goes on until the step time is steady: the median of its latest window within
+    # steady_tolerance (relative) of the window before, or within their own noise
+    # (perflab.steady, docs/experiments.md); 0 turns the rule off
+    steady_tolerance: float = 0.02
+    # the warm-up ends here at the latest, steady or not (recorded as "cap")
+    warmup_max_s: float = 5.0
+    # the timed block stops once it has min_steps and min_s, or at max_steps or max_s. In
+    # a sweep the first trial of each configuration runs to these bounds and fixes its
+    # step count (and steps per event window) for every later trial of it; max_s still
+    # stops a later trial that runs far slower
     min_steps: int = 20
     min_s: float = 1.0
     max_steps: int = 5000
@@ -225,12 +235,18 @@ class ScheduleConfig:
     time_budget_s: float = 240.0
     # confidence level of every interval
     confidence: float = 0.95
-    # practical-equivalence band; the band used is max(delta, the A/A noise floor)
+    # practical-equivalence band: differences within +-delta do not matter to you.
+    # FASTER needs the whole interval above 1 + delta, SLOWER below 1 - delta, and
+    # EQUIVALENT inside [1 - delta, 1 + delta] (its half-width must be below delta)
     delta: float = 0.01
     # latency: median step time per trial; throughput: timed ns per item per trial
     metric: str = "latency"
-    # run a hidden second copy of a baseline (A/A) to measure the noise floor
+    # run a hidden second copy of a baseline (A/A): it checks the method, never widens
+    # the band (outside +-delta: UNRELIABLE; excluding 1 inside it: a bias note)
     sentinel: bool = True
+    # before each trial wait up to this many seconds: on CUDA until NVML's power, clock
+    # and temperature readings settle (perflab.settle), elsewhere a plain pause; 0: off
+    settle_s: float = 0.0
     # your own treatments: swept key -> its baseline value, e.g. {model.args.fused: false}
     treatments: dict[str, Any] = field(default_factory=dict)
     # seeds the order of variants in each round

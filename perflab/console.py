@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.records import TrialRecord
-from perflab.stats import summarize_trial
+from perflab.stats import MIN_PAIRED_ROUNDS, summarize_trial
 
 
 def fmt_ns(ns: float) -> str:
@@ -40,6 +40,8 @@ def trial_summary(record: TrialRecord, path: Path) -> str:
             f"  throughput  {t.throughput:,.0f} samples/s",
             f"  first call  {fmt_ns(t.first_call_ns)}   peak memory "
             f"{fmt_bytes(t.peak_memory_bytes)} ({record.memory.get('kind', '?')})",
+            f"  warm-up     {record.samples.warmup_s:.2f} s, "
+            f"{sum(record.samples.warmup_sample_steps)} steps ({record.samples.warmup_stop})",
         ]
         if t.phase_median_ns:
             phases = ", ".join(f"{k} {fmt_ns(v)}" for k, v in t.phase_median_ns.items())
@@ -67,11 +69,15 @@ def _ci(c: dict[str, Any]) -> str:
 
 def _comparison_row(c: dict[str, Any]) -> list[str]:
     if "speedup" not in c:
-        return [c["variant"], c["baseline"], "-", "-", c["verdict"], "fewer than 2 paired rounds"]
+        why = f"fewer than {MIN_PAIRED_ROUNDS} paired rounds"
+        return [c["variant"], c["baseline"], "-", "-", c["verdict"], why]
     note = c.get("note", "")
     if c["verdict"] == "INCONCLUSIVE" and not note:
         more = c.get("rounds_to_decide")
         note = f"~{more} rounds would likely decide" if more else "effect sits on the band edge"
+    if c.get("interval") not in (None, "t"):
+        why = {"trimmed": "outlier rounds", "carry-over model": "carry-over"}.get(c["interval"], "")
+        note = (note + "; " if note else "") + f"{c['interval']} interval ({why})"
     if c.get("distribution_sensitive"):
         note = (note + "; " if note else "") + "distribution-sensitive (robust CI disagrees)"
     return [c["variant"], c["baseline"], _ratio(c["speedup"]), _ci(c), c["verdict"], note]
@@ -122,8 +128,11 @@ def experiment_table(summary: dict[str, Any]) -> str:
     if s:
         lines.append(
             f"  A/A sentinel: {_ratio(s['speedup'])} {_ci(s)} {s['verdict']}; "
-            f"noise floor +-{s['noise_floor']:.1%}"
+            f"noise floor +-{s['noise_floor']:.1%} (information: the band stays "
+            f"+-{summary['delta']:.1%})"
         )
+    for note in summary.get("health", []):
+        lines.append(f"  health: {note}")
     for v in summary["variants"]:
         if v["failed"]:
             first = next(iter(v["failed"].values()))

@@ -5,6 +5,11 @@ Every field and its unit is documented in docs/records.md.
 
 Schema history:
   1 (2026-11-22) first version.
+  2 (2026-11-23) samples: warm-up as samples with their step counts
+     (``warmup_sample_ns``, ``warmup_sample_steps``, replacing ``warmup_step_ns``), why
+     and when the warm-up stopped (``warmup_stop``, ``warmup_s``) and how the timed
+     block's length was set (``length``, ``length_from_round``). Version 1 records are
+     still read: their warm-up steps become one-step samples.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import Any
 
 from perflab.errors import ConfigError, RecordError
 
-SCHEMA_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+SCHEMA_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 STATUSES = ("ok", "failed", "invalid", "timeout")
 
 # perflab refuses to start measuring with less free space than this where it writes. A
@@ -40,14 +45,31 @@ class Samples:
     step_ns: list[int]
     # per-phase duration of each timed step, ns (data, h2d, forward[, backward, optimizer])
     phases_ns: dict[str, list[int]]
-    # duration of each warm-up step, ns
-    warmup_step_ns: list[int]
+    # duration of each warm-up sample, ns; sample i covers warmup_sample_steps[i] steps
+    warmup_sample_ns: list[int]
     # the first step (first batch, compilation, autotuning), timed apart, ns
     first_call_ns: int
     # wall-clock length of the timed block, s
     timed_s: float
-    # why the timed block ended: "min_reached", "max_steps" or "max_s"
+    # why the timed block ended: "min_reached", "max_steps", "max_s" or "fixed_steps"
     stop_reason: str
+    # steps in each warm-up sample (1, or steps_per_sample once the steps are grouped)
+    warmup_sample_steps: list[int] = field(default_factory=list)
+    # why the warm-up ended: "steady" (perflab.steady's rule), "cap" (trial.warmup_max_s
+    # reached first), "minimum" (trial.steady_tolerance=0: the minimum only), "none"
+    warmup_stop: str = "minimum"
+    # wall-clock length of the warm-up, s
+    warmup_s: float = 0.0
+    # how the timed block's length was set: "bounds" (trial.min_*/max_*: a single run),
+    # "calibrating" (the bounds; in a sweep this first trial of its configuration fixes
+    # the length of the later ones), "fixed" (the steps and steps_per_sample of the
+    # calibrating trial of round length_from_round)
+    length: str = "bounds"
+    length_from_round: int | None = None
+
+    @property
+    def timed_steps(self) -> int:
+        return len(self.step_ns) * self.steps_per_sample
 
 
 @dataclass
@@ -113,10 +135,22 @@ class TrialRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
         data = dict(data)
+        if data.get("schema_version") == 1 and isinstance(data.get("samples"), dict):
+            data["samples"] = _samples_from_v1(data["samples"])
         for key, kind in (("samples", Samples), ("probe", Probe), ("error", ErrorInfo)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
         return cls(**data)
+
+
+def _samples_from_v1(samples: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept one duration per warm-up step; version 2 keeps samples and their
+    step counts, which for those records are all 1."""
+    out = dict(samples)
+    warmup = out.pop("warmup_step_ns", [])
+    out["warmup_sample_ns"] = warmup
+    out["warmup_sample_steps"] = [1] * len(warmup) if isinstance(warmup, list) else []
+    return out
 
 
 def write_record(path: Path, record: TrialRecord) -> None:

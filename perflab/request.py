@@ -22,6 +22,18 @@ RUN_PROFILE = "perflab.trial:run_profile"
 CHECK_SETTINGS = "perflab.trial:check_settings"
 
 
+@dataclass(frozen=True)
+class TrialLength:
+    """The timed block's length, fixed for every later trial of a configuration by its
+    first trial in the sweep, so that the trials of a variant never mix windows or
+    lengths (docs/experiments.md, "Trial length")."""
+
+    steps_per_sample: int
+    timed_steps: int
+    # the round of the trial that set it
+    from_round: int
+
+
 @dataclass
 class TrialRequest:
     """Everything a trial process needs; plain data so it crosses the process boundary."""
@@ -35,6 +47,13 @@ class TrialRequest:
     round: int = 0
     # config group options chosen (Hydra's runtime.choices), for labels
     choices: dict[str, str] = field(default_factory=dict)
+    # None: the timed block runs to trial.min_*/max_*; else the length fixed by an
+    # earlier trial of the same configuration
+    length: TrialLength | None = None
+    # in a sweep, whether this trial calibrates (fixes the length of the later ones)
+    calibrating: bool = False
+    # what happened just before the trial started (the settle wait), for its record
+    settle: dict[str, Any] = field(default_factory=dict)
 
 
 def now() -> str:

@@ -27,7 +27,14 @@ from perflab.errors import PerflabError
 from perflab.isolation import run_isolated
 from perflab.plan import SENTINEL, Plan
 from perflab.records import TrialRecord, load_record, write_json_atomic
-from perflab.request import CHECK_SETTINGS, RUN_PROFILE, TrialRequest, run_in_fresh_process
+from perflab.request import (
+    CHECK_SETTINGS,
+    RUN_PROFILE,
+    TrialLength,
+    TrialRequest,
+    run_in_fresh_process,
+)
+from perflab.settle import settle
 
 PROFILE_FILE = "profile.json"
 
@@ -42,6 +49,9 @@ class VariantRun:
 
     request: TrialRequest
     job_dir: Path
+    # the configuration it runs: its own variant name, or for the A/A sentinel its
+    # baseline's (the two share one trial length)
+    config: str = ""
     costs: dict[int, float] = dataclasses.field(default_factory=dict)
     # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
     failures: int = 0
@@ -65,40 +75,52 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     return warnings
 
 
-def run_one(run: VariantRun, round_: int, metric: str) -> TrialRecord:
+def run_one(
+    run: VariantRun, round_: int, sched: ScheduleConfig, lengths: dict[str, TrialLength]
+) -> TrialRecord:
+    """One trial of a variant in a fresh process. The first trial of each configuration
+    runs to the trial bounds and fixes the length of its later ones (``lengths``)."""
     path = run.job_dir / "trials" / f"r{round_:03d}.json"
-    request = dataclasses.replace(run.request, record_path=str(path), round=round_)
+    length = lengths.get(run.config)
+    request = dataclasses.replace(
+        run.request,
+        record_path=str(path),
+        round=round_,
+        length=length,
+        calibrating=length is None,
+        settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
+    )
     record = load_record(run_in_fresh_process(request))
-    count(run, record, metric)
+    count(run, record, sched.metric, lengths)
     return record
 
 
-def count(run: VariantRun, record: TrialRecord, metric: str) -> None:
-    """Take a finished trial (just run, or found on disk when resuming) into account."""
-    if record.status == "ok":
+def count(
+    run: VariantRun, record: TrialRecord, metric: str, lengths: dict[str, TrialLength]
+) -> None:
+    """Take a finished trial (just run, or found on disk when resuming) into account; the
+    first ok trial of a configuration fixes its trial length."""
+    if record.status == "ok" and record.samples is not None:
         run.costs[record.round] = stats.trial_cost(record, metric)
+        s = record.samples
+        lengths.setdefault(run.config, TrialLength(s.steps_per_sample, s.timed_steps, record.round))
     else:
         run.failures += 1
 
 
 def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tuple[float, str]:
-    """The widest half-width among the comparisons (sentinel included), as the stopping
-    rule judges it (stats.stopping_half_width), and whose."""
-    worst, who = -1.0, ""  # -1: no comparison has both sides still running
+    """The widest half-width among the comparisons still running (sentinel included), as
+    the stopping rule judges it (stats.widest_half_width), and whose."""
     sentinel = plan.sentinel()
     pairs = plan.comparisons() + ([sentinel] if sentinel else [])
-    for variant, base in pairs:
-        a, b = runs[base.name].costs, runs[variant.name].costs
-        rounds = sorted(set(a) & set(b))
-        if not runs[variant.name].active or not runs[base.name].active:
-            continue
-        if len(rounds) < 2:
-            return float("inf"), variant.label
-        d = stats.paired_log_ratios([a[r] for r in rounds], [b[r] for r in rounds])
-        hw = stats.stopping_half_width(stats.paired_effect(d, sched.confidence))
-        if hw > worst:
-            worst, who = hw, variant.label
-    return worst, who
+    return stats.widest_half_width(
+        [
+            (variant.label, runs[base.name].costs, runs[variant.name].costs)
+            for variant, base in pairs
+            if runs[variant.name].active and runs[base.name].active
+        ],
+        sched.confidence,
+    )
 
 
 class _Session:
@@ -177,6 +199,7 @@ def run_experiment(
         )
     session.save("running", previous.rounds if previous else 0)
     rng = random.Random(sched.shuffle_seed)
+    lengths: dict[str, TrialLength] = {}  # configuration -> its fixed trial length
     stop, rounds, current, round_start = "max rounds", 0, -1, 0.0
     try:
         # rounds already on disk are always completed and kept, even past a lowered max
@@ -189,12 +212,12 @@ def run_experiment(
             todo = [name for name in order if round_ not in done[name]]
             for name in order:
                 if round_ in done[name]:
-                    count(runs[name], done[name][round_], sched.metric)
+                    count(runs[name], done[name][round_], sched.metric, lengths)
             if todo:
                 session.note_resume(round_, kept)
                 current, round_start = round_, time.monotonic()
                 for name in todo:
-                    run_one(runs[name], round_, sched.metric)
+                    run_one(runs[name], round_, sched, lengths)
                     session.ran += 1
                 session.spent(round_, time.monotonic() - round_start)
                 current = -1
@@ -279,7 +302,12 @@ def _progress(
     elapsed: float,
     round_s: float,
 ) -> str:
-    ci = "n/a" if width == float("inf") or width < 0 else f"+-{width:.1%}"
+    if width == float("inf") or width < 0:
+        ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} paired rounds)"
+    elif width >= 1:
+        ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing
+    else:
+        ci = f"+-{width:.1%}"
     left = max(0.0, min(sched.time_budget_s - elapsed, (sched.max_rounds - rounds) * round_s))
     return (
         f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} "
@@ -302,5 +330,5 @@ def make_runs(
         request = TrialRequest(
             configs[source], dicts[source], "", invocation, choices=choices[source]
         )
-        runs[variant.name] = VariantRun(request, sweep_dir / variant.dir)
+        runs[variant.name] = VariantRun(request, sweep_dir / variant.dir, variant.source)
     return runs

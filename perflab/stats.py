@@ -9,13 +9,13 @@ number per trial, paired by round.
 References: paired log-ratio and Student t (Kalibera & Jones, "Rigorous benchmarking in
 reasonable time", 2013); Hodges-Lehmann estimator with the Wilcoxon signed-rank interval
 (Hollander & Wolfe, "Nonparametric statistical methods", ch. 3); Holm (1979) and
-Benjamini-Hochberg (1995) adjustments; PELT changepoints (Killick et al., 2012).
+Benjamini-Hochberg (1995) adjustments. Level shifts inside a trial: perflab.steady.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,7 +25,6 @@ from scipy import stats as sps
 from perflab.records import TrialRecord
 
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"
-METRICS = ("latency", "throughput")
 
 # A percentile is "bounded" by the data when at least this many samples lie beyond it;
 # below that it is descriptive only (a p99 from 50 samples is the maximum, not a p99).
@@ -186,21 +185,30 @@ def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[f
     return [math.log(b) - math.log(v) for b, v in zip(base, variant, strict=True)]
 
 
+def _t_effect(mean: float, se: float, dof: float, level: float, n: int) -> Effect:
+    """mean +- t(dof) * se on the log scale, exponentiated back to a speedup, with the
+    two-sided p-value of mean = 0."""
+    half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
+    p = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else float(mean == 0)
+    return Effect(
+        math.exp(mean),
+        math.exp(mean - half),
+        math.exp(mean + half),
+        level,
+        n,
+        mean,
+        se * math.sqrt(n),
+        p,
+    )
+
+
 def paired_effect(d: Sequence[float], level: float = 0.95) -> Effect:
     """Student t interval on the mean log-ratio, exponentiated back to a speedup."""
     n = len(d)
     if n < 2:
         raise ValueError("a paired interval needs at least 2 rounds")
     x = np.asarray(d, dtype=np.float64)
-    mean, sd = float(x.mean()), float(x.std(ddof=1))
-    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
-    if sd > 0:
-        p = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-    else:
-        p = 1.0 if mean == 0 else 0.0
-    return Effect(
-        math.exp(mean), math.exp(mean - half), math.exp(mean + half), level, n, mean, sd, p
-    )
+    return _t_effect(float(x.mean()), float(x.std(ddof=1)) / math.sqrt(n), n - 1, level, n)
 
 
 @lru_cache(maxsize=256)
@@ -243,24 +251,35 @@ def hodges_lehmann(d: Sequence[float], level: float = 0.95) -> tuple[float, floa
     )
 
 
+# Share trimmed from each end by the robust interval: with 10 rounds it sets aside the 2
+# lowest and 2 highest log-ratios, so two rounds hit by a co-tenant cannot move it (Wilcox,
+# "Introduction to robust estimation and hypothesis testing", ch. 4: 20 % is his default,
+# with ~95 % of the t interval's efficiency on normal data).
+TRIM = 0.2
+
+
+def trimmed_effect(d: Sequence[float], level: float = 0.95, trim: float = TRIM) -> Effect:
+    """Tukey-McLaughlin interval on the trimmed mean of the log-ratios (the one-sample
+    form of Yuen's test): standard error from the winsorized spread, t with n - 2g - 1
+    degrees of freedom, exponentiated back to a speedup."""
+    x = np.sort(np.asarray(d, dtype=np.float64))
+    n = len(x)
+    g = int(math.floor(trim * n))
+    if n - 2 * g < 2:
+        raise ValueError("too few rounds for a trimmed interval")
+    mean = float(x[g : n - g].mean())
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    se = float(winsorized.std(ddof=1)) / ((1 - 2 * g / n) * math.sqrt(n))
+    return _t_effect(mean, se, n - 2 * g - 1, level, n)
+
+
 def welch_effect(base: Sequence[float], variant: Sequence[float], level: float = 0.95) -> Effect:
     """Unpaired fallback: Welch's t interval on log trial costs (rounds not matched)."""
     a, b = np.log(np.asarray(base, np.float64)), np.log(np.asarray(variant, np.float64))
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     mean, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
-    half = float(sps.t.ppf(0.5 + level / 2, df)) * se
-    p = float(2 * sps.t.sf(abs(mean) / se, df)) if se > 0 else float(mean == 0)
-    return Effect(
-        math.exp(mean),
-        math.exp(mean - half),
-        math.exp(mean + half),
-        level,
-        min(len(a), len(b)),
-        mean,
-        se * math.sqrt(min(len(a), len(b))),
-        p,
-    )
+    return _t_effect(mean, se, df, level, min(len(a), len(b)))
 
 
 # The stopping rule judges precision with this upper confidence bound on the spread of
@@ -280,6 +299,30 @@ def stopping_half_width(effect: Effect, sd_confidence: float = STOPPING_SD_CONFI
     return math.expm1(float(sps.t.ppf(0.5 + effect.level / 2, n - 1)) * sd_upper / math.sqrt(n))
 
 
+# No interval is computed, printed or judged before this many paired rounds: with two,
+# the t quantile is 12.7 and the chi-square bound of the stopping rule explodes (a
+# progress line once printed a half-width of +-1.7e15 %).
+MIN_PAIRED_ROUNDS = 3
+
+
+def widest_half_width(
+    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float]]], level: float
+) -> tuple[float, str]:
+    """The widest stopping half-width (stopping_half_width) over (label, baseline costs
+    by round, variant costs by round) pairs, and whose: infinity while a pair has fewer
+    than MIN_PAIRED_ROUNDS paired rounds, -1 when there is no pair."""
+    worst, who = -1.0, ""
+    for label, base, variant in pairs:
+        rounds = sorted(set(base) & set(variant))
+        if len(rounds) < MIN_PAIRED_ROUNDS:
+            return math.inf, label
+        d = paired_log_ratios([base[r] for r in rounds], [variant[r] for r in rounds])
+        width = stopping_half_width(paired_effect(d, level))
+        if width > worst:
+            worst, who = width, label
+    return worst, who
+
+
 def verdict(low: float, high: float, delta: float) -> str:
     """Four states against the practical band [1 - delta, 1 + delta]."""
     if low > 1 + delta:
@@ -291,17 +334,21 @@ def verdict(low: float, high: float, delta: float) -> str:
     return INCONCLUSIVE
 
 
+def _margin(mean_log: float, delta: float) -> float:
+    """How far a log-speedup sits from the nearest edge of the band it must clear: the
+    band's edge beyond it, or, inside the band, the nearer edge (to prove EQUIVALENT)."""
+    up, down = math.log(1 + delta), math.log(1 - delta)
+    if mean_log > up:
+        return mean_log - up
+    if mean_log < down:
+        return down - mean_log
+    return min(mean_log - down, up - mean_log)
+
+
 def rounds_to_decide(effect: Effect, delta: float, cap: int = 100_000) -> int | None:
     """Rounds likely needed (at the current mean and spread) for the interval to clear
     the nearest decision boundary; None when the estimate sits on a boundary."""
-    mean, sd = effect.mean_log, effect.sd_log
-    up, down = math.log(1 + delta), math.log(1 - delta)
-    if mean > up:
-        margin = mean - up
-    elif mean < down:
-        margin = down - mean
-    else:
-        margin = min(mean - down, up - mean)
+    sd, margin = effect.sd_log, _margin(effect.mean_log, delta)
     if margin <= 0:
         return None
     if sd == 0:
@@ -315,6 +362,15 @@ def rounds_to_decide(effect: Effect, delta: float, cap: int = 100_000) -> int | 
             break
         n = max(needed, 2)
     return None if needed > cap else max(needed, effect.n)
+
+
+def rounds_to_narrow(speedup: float, low: float, high: float, n: int, delta: float) -> int | None:
+    """Rounds likely needed for an interval of any kind, narrowing as 1/sqrt(rounds), to
+    clear the nearest decision boundary; None when the estimate sits on a boundary."""
+    half, margin = (math.log(high) - math.log(low)) / 2, _margin(math.log(speedup), delta)
+    if margin <= 0:
+        return None
+    return max(n, math.ceil(n * (half / margin) ** 2))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -341,54 +397,7 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-# --- steady state and variance -----------------------------------------------------------
-
-
-def block_medians(values: Sequence[float], block: int = 10) -> list[float]:
-    return [
-        float(np.median(values[i : i + block])) for i in range(0, len(values) - block + 1, block)
-    ]
-
-
-def changepoints(
-    series: Sequence[float], penalty: float | None = None, min_sigma: float = 0.005
-) -> list[int]:
-    """PELT for changes in mean under Gaussian noise; returns the indices where a new
-    segment starts. Noise is estimated robustly from successive differences, so a step
-    change does not inflate it. Default penalty 8 ln(n), stricter than BIC's 2 ln(n):
-    timing noise is heavy-tailed, and a false "not steady" flag costs a user trust. On
-    log step times the default min_sigma (0.5 %) means level shifts under ~1 % between
-    halves of a trial are not reported."""
-    x = np.asarray(series, dtype=np.float64)
-    n = len(x)
-    if n < 4:
-        return []
-    # Noise, robustly from successive differences; never below min_sigma, so that on a
-    # very steady series a shift too small to matter is not flagged.
-    sigma = max(1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2), min_sigma)
-    z = (x - np.median(x)) / sigma
-    beta = penalty if penalty is not None else 8 * math.log(n)
-    s1 = np.concatenate([[0.0], np.cumsum(z)])
-    s2 = np.concatenate([[0.0], np.cumsum(z * z)])
-
-    def cost(a: int, b: int) -> float:  # sum of squared deviations of z[a:b]
-        return float(s2[b] - s2[a] - (s1[b] - s1[a]) ** 2 / (b - a))
-
-    best = [-beta] + [0.0] * n
-    last = [0] * (n + 1)
-    candidates = [0]
-    for t in range(1, n + 1):
-        costs = [best[s] + cost(s, t) + beta for s in candidates]
-        i = int(np.argmin(costs))
-        best[t], last[t] = costs[i], candidates[i]
-        candidates = [s for s, c in zip(candidates, costs, strict=True) if c - beta <= best[t]]
-        candidates.append(t)
-    points, t = [], n
-    while t > 0:
-        t = last[t]
-        if t > 0:
-            points.append(t)
-    return sorted(points)
+# --- variance ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

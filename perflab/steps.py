@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from perflab import knobs
+from perflab import knobs, steady
 from perflab.config import PerflabConfig, TrialConfig
 from perflab.resolve import Resolved
 from perflab.timing import Timer, split_marks, steps_per_event_window
@@ -212,25 +212,46 @@ def first_call(step: Step, prep: Prepared, timer: Timer) -> tuple[int, Any]:
     return time.perf_counter_ns() - start, batch
 
 
-def warm_up(step: Step, source: Iterator[Any], timer: Timer, tcfg: TrialConfig) -> list[int]:
-    """Run warm-up steps (at least warmup_steps and warmup_s); return each step's time."""
-    if tcfg.warmup_steps == 0 and tcfg.warmup_s == 0:
-        return []
-    run_block(
-        step,
-        source,
-        timer,
-        min_steps=max(tcfg.warmup_steps, 1),
-        max_steps=tcfg.max_steps,
+def warm_up(
+    step: Step,
+    source: Iterator[Any],
+    timer: Timer,
+    tcfg: TrialConfig,
+    device: str,
+    fixed_group: int | None = None,
+) -> steady.Warmup:
+    """Warm up under perflab.steady's rule: the minimum (trial.warmup_steps and
+    warmup_s), then until the step time is steady or trial.warmup_max_s has passed. Each
+    stretch ends with a synchronisation, outside any timed window."""
+
+    def stretch(steps: int, group: int, min_s: float, max_s: float) -> list[int]:
+        bound = max(group, tcfg.max_steps - tcfg.max_steps % group)  # the timer's capacity
+        run_block(
+            step,
+            source,
+            timer,
+            min_steps=min(steps, bound),
+            max_steps=bound,
+            min_s=min_s,
+            max_s=max_s,
+            group=group,
+            phase_marks=False,
+        )
+        return split_marks(*timer.collect(), ("step",), group).step_ns
+
+    return steady.warm_up(
+        stretch,
+        time.perf_counter_ns,
+        min_steps=tcfg.warmup_steps,
         min_s=tcfg.warmup_s,
-        max_s=tcfg.max_s,
-        phase_marks=False,
+        max_s=tcfg.warmup_max_s,
+        tolerance=tcfg.steady_tolerance,
+        choose_group=lambda per_step: steps_per_sample(device, per_step, tcfg.min_event_window_us),
+        fixed_group=fixed_group,
     )
-    host, device = timer.collect()
-    return split_marks(host, device, ("step",)).step_ns
 
 
-def steps_per_sample(device: str, warmup_ns: list[int], min_window_us: float) -> int:
+def steps_per_sample(device: str, warmup_ns: list[float], min_window_us: float) -> int:
     """1 on CPU (a clock reading costs ~0.05 us); on accelerators, enough steps that one
     event pair spans min_window_us, judged from the median warm-up step."""
     if device != "cuda" or not warmup_ns:

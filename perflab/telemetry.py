@@ -196,23 +196,32 @@ def _nvml_index(torch: Any) -> int:
     return int(mapper(device)) if mapper is not None else int(device)
 
 
-def health_flags(telemetry: dict[str, Any]) -> list[str]:
-    """What in one trial's telemetry makes its timing suspect."""
-    if not telemetry.get("available"):
-        return []
+def health_flags(trials: list[dict[str, Any]]) -> list[str]:
+    """What in the telemetry of a variant's trials makes their timing suspect, one line
+    per kind however many trials show it: a low SM clock, and each slowdown reason held
+    in at least THROTTLED_SHARE of a trial's samples."""
+    have = [t for t in trials if t.get("available")]
     flags = []
-    ratio = telemetry.get("clock_ratio_median")
-    if ratio is not None and ratio < LOW_CLOCK_RATIO:
+    low = [
+        r for t in have if (r := t.get("clock_ratio_median")) is not None and r < LOW_CLOCK_RATIO
+    ]
+    if low:
         flags.append(
-            f"GPU SM clock at {ratio:.0%} of its maximum (< {LOW_CLOCK_RATIO:.0%}): "
-            "throttled or power-managed"
+            f"GPU SM clock below {LOW_CLOCK_RATIO:.0%} of its maximum in {len(low)}/"
+            f"{len(have)} trials (median {statistics.median(low):.0%}): throttled or "
+            "power-managed"
         )
-    slowdowns = {
-        name: share
-        for name, share in telemetry.get("throttle_share", {}).items()
-        if name not in BENIGN_REASONS and share >= THROTTLED_SHARE
-    }
-    if slowdowns:
-        listed = ", ".join(f"{name} {share:.0%}" for name, share in sorted(slowdowns.items()))
-        flags.append(f"GPU slowed down during timing (share of samples): {listed}")
+    for name in THROTTLE_BITS:
+        if name in BENIGN_REASONS:
+            continue
+        shares = [
+            share
+            for t in have
+            if (share := t.get("throttle_share", {}).get(name, 0.0)) >= THROTTLED_SHARE
+        ]
+        if shares:
+            flags.append(
+                f"GPU slowdown {name} in {len(shares)}/{len(have)} trials, median "
+                f"{statistics.median(shares):.0%} of samples"
+            )
     return flags

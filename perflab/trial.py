@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from perflab import environment, knobs, memory, telemetry
-from perflab.config import PerflabConfig
+from perflab.config import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
-from perflab.request import TrialRequest, now
+from perflab.request import TrialLength, TrialRequest, now
 from perflab.resolve import Resolved, resolve
 from perflab.steps import (
     INFER_PHASES,
@@ -35,7 +35,6 @@ from perflab.steps import (
     make_step,
     prepare,
     run_block,
-    steps_per_sample,
     to_device,
     warm_up,
 )
@@ -54,8 +53,18 @@ def _now() -> str:
     return now()
 
 
-def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord) -> None:
-    """First call, warm-up and the timed block; fills record.samples and evidence."""
+def measure(
+    cfg: PerflabConfig,
+    resolved: Resolved,
+    prep: Prepared,
+    record: TrialRecord,
+    length: TrialLength | None = None,
+    calibrating: bool = False,
+) -> None:
+    """First call, warm-up and the timed block; fills record.samples and evidence.
+    ``length``: the timed steps and steps per sample fixed by an earlier trial of this
+    configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
+    this trial's length becomes the fixed one of its configuration)."""
     phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
     tcfg, source = cfg.trial, prep.workload.batches
     step = make_step(cfg, resolved, prep)
@@ -64,21 +73,14 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
     at_start = knobs.compile_counters()
     first_ns, first_batch = first_call(step, prep, timer)
     record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
-    warmup_ns = warm_up(step, source, timer, tcfg)
-    group = steps_per_sample(resolved.device, warmup_ns, tcfg.min_event_window_us)
+    fixed_group = length.steps_per_sample if length else None
+    warm = warm_up(step, source, timer, tcfg, resolved.device, fixed_group)
+    group = warm.steps_per_sample
 
     before = knobs.compile_counters()
     sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
     block = run_block(
-        step,
-        source,
-        timer,
-        min_steps=tcfg.min_steps,
-        max_steps=tcfg.max_steps,
-        min_s=tcfg.min_s,
-        max_s=tcfg.max_s,
-        group=group,
-        phase_marks=group == 1,
+        step, source, timer, **_bounds(tcfg, length), group=group, phase_marks=group == 1
     )
     host, device = timer.collect()
     if sampler is not None:
@@ -90,15 +92,23 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
         steps_per_sample=times.steps_per_sample,
         step_ns=times.step_ns,
         phases_ns=times.phases_ns,
-        warmup_step_ns=warmup_ns,
+        warmup_sample_ns=warm.sample_ns,
         first_call_ns=first_ns,
         timed_s=round(block.seconds, 6),
-        stop_reason=block.stop_reason,
+        stop_reason="fixed_steps"
+        if length and block.stop_reason == "max_steps"
+        else block.stop_reason,
+        warmup_sample_steps=warm.sample_steps,
+        warmup_stop=warm.stop,
+        warmup_s=round(warm.seconds, 6),
+        length="fixed" if length else ("calibrating" if calibrating else "bounds"),
+        length_from_round=length.from_round if length else None,
     )
-    if block.steps < tcfg.min_steps:
+    record.warnings += _short_block(tcfg, length, block.steps)
+    if warm.stop == "cap":
         record.warnings.append(
-            f"only {block.steps} timed steps (trial.min_steps={tcfg.min_steps}): trial.max_s="
-            f"{tcfg.max_s} ran out first; raise trial.max_s for steps this slow"
+            f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
+            "time was steady; the timed block may still be ramping"
         )
     record.evidence["compile"] = knobs.compile_evidence(resolved, at_start, before, after)
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
@@ -109,6 +119,34 @@ def measure(cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: Tria
             f"torch.compile compiled inside the timed window ({after['graphs'] - before['graphs']}"
             " new graph(s)); the step times include compilation"
         )
+
+
+def _bounds(tcfg: TrialConfig, length: TrialLength | None) -> dict[str, Any]:
+    """The timed block's bounds: the fixed step count (trial.max_s still stops a trial
+    that runs far slower than the one that fixed it), or trial.min_*/max_*."""
+    if length is not None:
+        steps = length.timed_steps
+        return {"min_steps": steps, "max_steps": steps, "min_s": 0.0, "max_s": tcfg.max_s}
+    return {
+        "min_steps": tcfg.min_steps,
+        "max_steps": tcfg.max_steps,
+        "min_s": tcfg.min_s,
+        "max_s": tcfg.max_s,
+    }
+
+
+def _short_block(tcfg: TrialConfig, length: TrialLength | None, steps: int) -> list[str]:
+    if length is not None and steps < length.timed_steps:
+        return [
+            f"only {steps} of the {length.timed_steps} timed steps this configuration runs "
+            f"(fixed in round {length.from_round}): trial.max_s={tcfg.max_s} ran out first"
+        ]
+    if length is None and steps < tcfg.min_steps:
+        return [
+            f"only {steps} timed steps (trial.min_steps={tcfg.min_steps}): trial.max_s="
+            f"{tcfg.max_s} ran out first; raise trial.max_s for steps this slow"
+        ]
+    return []
 
 
 def _flatten_output(out: Any) -> torch.Tensor:
@@ -227,8 +265,10 @@ def run_trial(request: TrialRequest) -> str:
     # (same seed, same weights, same knobs) and cost about two steps: round 0 runs them,
     # later rounds spend that time on measuring unless trial.checks_every_round is set.
     checks = request.round == 0 or cfg.trial.checks_every_round
+    if request.settle:
+        record.environment["settle"] = dict(request.settle)
     try:
-        _run(cfg, resolved, record, checks)
+        _run(cfg, resolved, record, checks, request)
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure must become a record
@@ -258,7 +298,13 @@ def randomize_layout() -> bytearray:
     return bytearray(random.SystemRandom().randrange(0, LAYOUT_PAD_MAX, 16))
 
 
-def _run(cfg: PerflabConfig, resolved: Resolved, record: TrialRecord, checks: bool) -> None:
+def _run(
+    cfg: PerflabConfig,
+    resolved: Resolved,
+    record: TrialRecord,
+    checks: bool,
+    request: TrialRequest,
+) -> None:
     """Measure; with ``checks``, also the numerics probe and the layer-evidence pass."""
     pad = randomize_layout()
     record.environment["layout_pad_bytes"] = len(pad)
@@ -277,7 +323,13 @@ def _run(cfg: PerflabConfig, resolved: Resolved, record: TrialRecord, checks: bo
         if checks
         else {}
     )
-    measure(cfg, resolved, prep, record)
+    measure(cfg, resolved, prep, record, request.length, request.calibrating)
+    calibration = getattr(prep.model, "calibration", None)  # the spin model's, on CUDA
+    if calibration is not None:
+        record.environment["spin_calibration"] = {
+            "cycles_per_ns": calibration.cycles_per_ns,
+            "launches_timed": len(calibration.measured),
+        }
     record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
     record.memory = memory.peak_memory(resolved.device, rss_at_start)
     if checks:

@@ -128,7 +128,9 @@ def _validate_model(model: Any) -> None:
             _at_least(f"model.{f.name}", value, 1)
     shape = model.input.shape
     _require(
-        len(shape) >= 1 and all(int(d) >= 1 for d in shape),
+        # OmegaConf does not check the items' type through a list[int] of a subclass
+        # reached from an Any field: [[1]] arrives as a list inside the list
+        len(shape) >= 1 and all(type(d) is int and d >= 1 for d in shape),
         "model.input.shape",
         list(shape),
         "a non-empty list of positive sizes, e.g. [3, 32, 32]",
@@ -158,6 +160,14 @@ def _validate_data(data: DataConfig) -> None:
 def _validate_trial(trial: TrialConfig) -> None:
     _at_least("trial.warmup_steps", trial.warmup_steps, 0)
     _at_least("trial.warmup_s", trial.warmup_s, 0)
+    _require(
+        0 <= trial.steady_tolerance < 1,
+        "trial.steady_tolerance",
+        trial.steady_tolerance,
+        "0 <= tolerance < 1, e.g. 0.02 (0 turns the steady-state rule off)",
+        "out of range",
+    )
+    _at_least("trial.warmup_max_s", trial.warmup_max_s, trial.warmup_s, "trial.warmup_s")
     _at_least("trial.min_steps", trial.min_steps, 1)
     _at_least("trial.max_steps", trial.max_steps, trial.min_steps, "trial.min_steps")
     _at_least("trial.min_s", trial.min_s, 0)
@@ -171,7 +181,8 @@ def _validate_trial(trial: TrialConfig) -> None:
 
 
 def _validate_schedule(s: ScheduleConfig) -> None:
-    _at_least("schedule.min_rounds", s.min_rounds, 2)
+    # an interval needs 3 paired rounds (perflab.analysis.MIN_PAIRED_ROUNDS)
+    _at_least("schedule.min_rounds", s.min_rounds, 3)
     _at_least("schedule.max_rounds", s.max_rounds, s.min_rounds, "schedule.min_rounds")
     _require(
         s.target_half_width > 0,
@@ -194,6 +205,7 @@ def _validate_schedule(s: ScheduleConfig) -> None:
         0 <= s.delta < 0.5, "schedule.delta", s.delta, "0 <= delta < 0.5, e.g. 0.01", "out of range"
     )
     _one_of("schedule.metric", s.metric, METRICS)
+    _at_least("schedule.settle_s", s.settle_s, 0)
 
 
 def _validate_scaleout(s: ScaleOutConfig) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from perflab import stats, telemetry
+from perflab import stats, steady, telemetry
 from perflab.plan import Variant
-from perflab.records import TrialRecord
+from perflab.records import Samples, TrialRecord
 
 # IQR/median of a trial's steps above these: noisy, then grossly noisy (DESIGN.md)
 NOISE_WARN, NOISE_GROSS = 0.10, 0.25
@@ -21,7 +21,7 @@ def _steady_state(record: TrialRecord) -> bool:
     """False when the block medians of log step time change level inside the trial."""
     assert record.samples is not None
     logs = [math.log(v) for v in record.samples.step_ns]
-    return not stats.changepoints(stats.block_medians(logs, 10))
+    return not steady.changepoints(steady.block_medians(logs, 10))
 
 
 def variant_summary(
@@ -85,10 +85,33 @@ def variant_summary(
             "settings": ok[0].settings,
         }
     )
+    summary["warmup"] = _warmup(samples)
+    summary["trial_length"] = _trial_length(samples)
     split = stats.variance_split([[math.log(v) for v in x.step_ns] for x in samples])
     summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
     summary["health"] = _health(ok, summary["load_max"])
     return summary
+
+
+def _warmup(samples: list[Samples]) -> dict[str, Any]:
+    """How long the warm-ups ran and why they stopped (perflab.steady's rule)."""
+    return {
+        "median_s": float(np.median([x.warmup_s for x in samples])),
+        "median_steps": float(np.median([sum(x.warmup_sample_steps) for x in samples])),
+        "stops": dict(sorted(Counter(x.warmup_stop for x in samples).items())),
+    }
+
+
+def _trial_length(samples: list[Samples]) -> dict[str, Any]:
+    """The timed block's length: fixed by the calibrating trial of the configuration
+    (in a sweep), or each trial's own (bounds)."""
+    fixed = next((x for x in samples if x.length == "fixed"), None)
+    return {
+        "rule": "fixed" if fixed else samples[0].length,
+        "from_round": fixed.length_from_round if fixed else None,
+        "steps_per_sample": sorted({x.steps_per_sample for x in samples}),
+        "timed_steps": sorted({x.timed_steps for x in samples}),
+    }
 
 
 def telemetry_summary(ok: list[TrialRecord]) -> dict[str, Any]:
@@ -147,6 +170,12 @@ def _health(ok: list[TrialRecord], load: float) -> list[str]:
         flags.append(f"grossly noisy steps: IQR/median {noise:.0%} (>= {NOISE_GROSS:.0%})")
     elif noise >= NOISE_WARN:
         flags.append(f"noisy steps: IQR/median {noise:.0%} (>= {NOISE_WARN:.0%})")
+    capped = sum(t.samples.warmup_stop == "cap" for t in ok if t.samples)
+    if capped:
+        flags.append(
+            f"warm-up reached trial.warmup_max_s before the step time was steady in "
+            f"{capped}/{len(ok)} trials"
+        )
     unsteady = sum(not _steady_state(t) for t in ok)
     if unsteady:
         flags.append(
@@ -156,8 +185,7 @@ def _health(ok: list[TrialRecord], load: float) -> list[str]:
     cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
     if cores and load > cores:
         flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
-    gpu = Counter(flag for t in ok for flag in telemetry.health_flags(t.telemetry))
-    flags += [f"{flag} (in {n}/{len(ok)} trials)" for flag, n in sorted(gpu.items())]
+    flags += telemetry.health_flags([t.telemetry for t in ok])
     evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
     if evidence_off:
         flags.append(f"knob not in effect: {', '.join(evidence_off)}")

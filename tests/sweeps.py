@@ -47,6 +47,7 @@ def make_sweep(
         [Job(0, ["amp=off"], {"amp": "off"}), Job(1, [label], {key: value})], {}, sentinel=True
     )
     rng = random.Random(seed)
+    started = _start_times(plan, rounds, random.Random(seed + 1))
     for variant in plan.variants:
         fast = variant.name == "1"
         base_ns = scale * 1_000_000 / (speedup if fast else 1.0)
@@ -57,8 +58,8 @@ def make_sweep(
                 status="ok",
                 config={"amp": value if fast else "off"},
                 settings={"batch_size": 8, "device": "cpu"},
-                started_at="t",
-                finished_at="t",
+                started_at=started[variant.name, r],
+                finished_at=started[variant.name, r].replace(":00.", ":01."),
                 round=r,
                 samples=Samples(
                     1,
@@ -117,3 +118,15 @@ def make_sweep(
         root / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", rounds, 12.5).to_dict()
     )
     return plan
+
+
+def _start_times(plan: Plan, rounds: int, rng: random.Random) -> dict[tuple[str, int], str]:
+    """When each trial started, two seconds apart, in freshly shuffled rounds."""
+    out = {}
+    for r in range(rounds):
+        names = [v.name for v in plan.variants]
+        rng.shuffle(names)
+        for i, name in enumerate(names):
+            minute = r * len(names) + i
+            out[name, r] = f"2026-11-23T{10 + minute // 60:02d}:{minute % 60:02d}:00.000+00:00"
+    return out

@@ -31,7 +31,8 @@ def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
     result = perflab(tmp_path, *TINY)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for needle in ("p50", "p90", "p99", "samples/s", "first call", "peak memory", "phases"):
+    needles = ("p50", "p90", "p99", "samples/s", "first call", "peak memory", "warm-up", "phases")
+    for needle in needles:
         assert needle in out
     assert "record: outputs/" in out  # shown relative to where the user ran perflab
     path = record_path(out, tmp_path)

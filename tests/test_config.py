@@ -114,6 +114,11 @@ def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
         (["data.dataset=x"], "data.dataset=x: not a factory path; allowed: null"),
         (["model=custom", "model._target_=a..b"], "model._target_=a..b: not a factory path"),
         (["seed=18446744073709551616"], "seed=18446744073709551616: too large; allowed: <="),
+        (["model=spin", "model.input.shape=[[1]]"], "model.input.shape=[[1]]: bad shape"),
+        (["trial.steady_tolerance=1.5"], "trial.steady_tolerance=1.5: out of range"),
+        (["trial.warmup_max_s=0.1"], "trial.warmup_max_s=0.1: too small; allowed: >= 0.5"),
+        (["schedule.settle_s=-1"], "schedule.settle_s=-1.0: too small"),
+        (["schedule.min_rounds=2"], "schedule.min_rounds=2: too small; allowed: >= 3"),
         # the size the user set is named, not the input shape derived from it
         (["model.image_size=0"], "model.image_size=0: too small; allowed: >= 1"),
         (["model=transformer", "model.vocab_size=0"], "model.vocab_size=0: too small"),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from perflab.analysis import analyze_dir
+from perflab.records import load_record
 
 PERFLAB = str(Path(sys.executable).parent / "perflab")
 FAST = (
@@ -37,7 +38,10 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     # sentinel's t quantile is 4.3, and one preempted trial on a shared machine widened
     # its noise floor past the true 5 % effect (INCONCLUSIVE) in a CI run.
     rounds = ("schedule.min_rounds=6", "schedule.max_rounds=6", "trial.min_steps=100")
-    result = perflab(tmp_path, "+experiment=spin_ratio", "report.dir=reports/spin", *FAST, *rounds)
+    settle = "schedule.settle_s=0.01"  # on a CPU: a plain pause before each trial
+    result = perflab(
+        tmp_path, "+experiment=spin_ratio", "report.dir=reports/spin", *FAST, *rounds, settle
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     out = result.stdout
     assert "round 6/6" in out and "A/A sentinel" in out and "SLOWER" in out
@@ -48,6 +52,7 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
         ]
         assert (root / job / ".hydra" / "overrides.yaml").exists()
     summary = json.loads((root / "summary.json").read_text())
+    _assert_lengths_fixed_by_the_first_trial_of_each_configuration(root, summary)
     [c] = summary["comparisons"]
     assert (c["variant"], c["baseline"]) == ("model.step_us=2100", "model.step_us=2000")
     # the true ratio is 2000/2100 = 0.952 plus the step's constant overhead (a few us);
@@ -68,6 +73,26 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert (published / "forest.png").exists() and (published / "comparisons.csv").exists()
     # analysing the saved records again gives the same numbers, bit for bit
     assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
+
+
+def _assert_lengths_fixed_by_the_first_trial_of_each_configuration(root: Path, summary: dict):
+    """The first trial of each configuration (the sentinel shares its baseline's) runs to
+    the trial bounds; every later one runs its step count, and says so."""
+    records = {
+        job: [load_record(p) for p in sorted((root / job / "trials").glob("r*.json"))]
+        for job in ("0", "1", "sentinel")
+    }
+    for jobs in (("0", "sentinel"), ("1",)):
+        trials = sorted((r for j in jobs for r in records[j]), key=lambda r: r.started_at)
+        first, *later = [r.samples for r in trials if r.samples is not None]
+        assert first.length == "calibrating"
+        assert {(s.length, s.length_from_round) for s in later} == {("fixed", 0)}
+        assert {s.timed_steps for s in later} == {first.timed_steps}
+        assert all(s.warmup_stop in ("steady", "cap") for s in [first, *later])
+        for record in trials:
+            assert record.environment["settle"]["how"] == "pause"
+    for v in summary["variants"]:
+        assert v["trial_length"]["rule"] == "fixed" and len(v["trial_length"]["timed_steps"]) == 1
 
 
 def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):

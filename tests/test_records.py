@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from perflab.records import (
     load_record,
     write_record,
 )
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "h100"
 
 
 def _record() -> TrialRecord:
@@ -77,3 +80,25 @@ def test_truncated_foreign_or_malformed_files_are_rejected(tmp_path, text, messa
     path.write_text(text)
     with pytest.raises(RecordError, match=message):
         load_record(path)
+
+
+def test_a_version_1_record_is_read_with_its_warm_up_as_one_step_samples():
+    # a real record written by perflab 0.1.0 (schema_version 1) on an H100
+    path = FIXTURES / "amp_gpu_warmup0.5s" / "1" / "trials" / "r000.json"
+    raw = json.loads(path.read_text())
+    assert raw["schema_version"] == 1 and "warmup_step_ns" in raw["samples"]
+    record = load_record(path)
+    assert record.samples is not None
+    assert record.samples.warmup_sample_ns == raw["samples"]["warmup_step_ns"]
+    assert record.samples.warmup_sample_steps == [1] * len(raw["samples"]["warmup_step_ns"])
+    assert record.samples.length == "bounds" and record.samples.timed_steps == 10
+
+
+def test_calibration_and_warm_up_fields_round_trip(tmp_path):
+    record = _record()
+    assert record.samples is not None
+    record.samples.length, record.samples.length_from_round = "fixed", 0
+    record.samples.warmup_stop, record.samples.warmup_s = "steady", 0.52
+    record.samples.warmup_sample_steps = [1]
+    write_record(tmp_path / "r.json", record)
+    assert load_record(tmp_path / "r.json") == record

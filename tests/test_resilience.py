@@ -35,7 +35,7 @@ BASE = (
     "trial.min_steps=5",
 )
 FAULTY = (*BASE, "trial.min_s=0")  # ~0.1 s per trial
-ROUNDS = ("schedule.min_rounds=2", "schedule.max_rounds=2")
+ROUNDS = ("schedule.min_rounds=3", "schedule.max_rounds=3")
 
 
 def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -88,7 +88,7 @@ def test_every_kind_of_failed_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     # every variant's record, with the cause; a failed variant is not scheduled again
     dirs = {"raise": "1", "oom": "2", "segfault": "3", "sigkill": "4", "hang": "5"}
     on_disk = records(sweep)
-    assert on_disk["0"] == on_disk["sentinel"] == {"r000.json": "ok", "r001.json": "ok"}
+    assert on_disk["0"] == on_disk["sentinel"] == {f"r{r:03d}.json": "ok" for r in range(3)}
     for fault, job in dirs.items():
         assert on_disk[job] == {"r000.json": "timeout" if fault == "hang" else "failed"}
     error = {f: load_record(sweep / j / "trials" / "r000.json").error for f, j in dirs.items()}
@@ -279,7 +279,7 @@ class FakeTrials:
         self.calls: list[tuple[str, int]] = []
         self.interrupt_at = interrupt_at
 
-    def __call__(self, run, round_: int, metric: str):
+    def __call__(self, run, round_: int, sched, lengths):
         from perflab import schedule
         from perflab.records import Samples, TrialRecord, write_record
 
@@ -298,7 +298,7 @@ class FakeTrials:
             samples=Samples(1, steps, {}, [], 1, 0.1, ""),
         )
         write_record(run.job_dir / "trials" / f"r{round_:03d}.json", record)
-        schedule.count(run, record, metric)
+        schedule.count(run, record, sched.metric, lengths)
         return record
 
 
@@ -384,12 +384,12 @@ def test_unreadable_records_are_skipped_and_named_by_the_analysis(tmp_path, caps
     from sweeps import make_sweep
 
     plan = make_sweep(tmp_path)
-    (tmp_path / "0" / "trials" / "r003.json").write_text('{"schema_version": 2}')
+    (tmp_path / "0" / "trials" / "r003.json").write_text('{"schema_version": 3}')
     (tmp_path / "1" / "trials" / "r004.json").write_text('{"schema_version": 1, "status": "ok"')
     skipped: list[str] = []
     trials = load_trials(tmp_path, plan, skipped)
     assert 3 not in trials["0"] and 4 not in trials["1"] and len(trials["sentinel"]) == 8
-    assert skipped[0].startswith("0/trials/r003.json: schema_version=2 is not supported")
+    assert skipped[0].startswith("0/trials/r003.json: schema_version=3 is not supported")
     assert skipped[1].startswith("1/trials/r004.json: not a readable perflab record")
     assert capsys.readouterr().err.count("perflab: warning: skipping") == 2
     assert analyze_dir(tmp_path)["variants"][0]["trials"] == 7  # and no crash

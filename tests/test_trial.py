@@ -26,7 +26,7 @@ def test_train_trial_writes_a_complete_record(tmp_path, make_config):
     assert status == record.status == "ok"
     samples = record.samples
     assert samples is not None and samples.steps_per_sample == 1
-    assert len(samples.step_ns) >= 5 and len(samples.warmup_step_ns) >= 2
+    assert len(samples.step_ns) >= 5 and len(samples.warmup_sample_ns) >= 2
     assert samples.first_call_ns > 0 and samples.stop_reason in ("min_reached", "max_s")
     assert list(samples.phases_ns) == list(TRAIN_PHASES)
     for i, total in enumerate(samples.step_ns):  # on CPU the phases tile the step exactly
@@ -141,3 +141,29 @@ def test_later_rounds_skip_the_probe_and_evidence_pass_unless_asked(tmp_path, ma
     every = make_config(*TINY, "trial.checks_every_round=true")
     run_trial(TrialRequest(every, {}, str(path), {}, round=1))
     assert load_record(path).probe is not None
+
+
+def test_a_fixed_length_trial_runs_exactly_its_steps(tmp_path, make_config):
+    from perflab.request import TrialLength
+
+    cfg = make_config(*TINY, "trial.min_s=0.2")  # device=cpu: one step per sample
+    path = tmp_path / "r001.json"
+    request = TrialRequest(
+        cfg, {}, str(path), {"cwd": str(tmp_path)}, round=1, length=TrialLength(1, 37, 0)
+    )
+    assert run_trial(request) == "ok"
+    samples = load_record(path).samples
+    assert samples is not None and samples.timed_steps == 37 and len(samples.step_ns) == 37
+    assert (samples.length, samples.length_from_round) == ("fixed", 0)
+    assert samples.stop_reason == "fixed_steps"
+
+
+def test_the_warm_up_lasts_until_steady_and_says_why_it_stopped(tmp_path, make_config):
+    _, record = _run(tmp_path, make_config(*TINY, "trial.warmup_max_s=3"))
+    s = record.samples
+    assert s is not None and s.warmup_stop in ("steady", "cap") and 0 < s.warmup_s <= 3.2
+    # the rule needs two windows of at least 3 samples before it can call anything steady
+    assert len(s.warmup_sample_ns) >= 6 and set(s.warmup_sample_steps) == {1}
+    _, off = _run(tmp_path, make_config(*TINY, "trial.steady_tolerance=0"), "001.json")
+    assert off.samples is not None and off.samples.warmup_stop == "minimum"
+    assert len(off.samples.warmup_sample_ns) == 2  # trial.warmup_steps=2, no time floor

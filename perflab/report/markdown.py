@@ -17,6 +17,7 @@ from perflab.report.resources import resources_section
 from perflab.report.tables import Report, first_ok
 from perflab.report.text import esc, table
 from perflab.report.text import num as _num
+from perflab.stats import MIN_PAIRED_ROUNDS
 
 
 def _x(speedup: float) -> str:
@@ -75,7 +76,7 @@ def comparison_table(report: Report) -> list[str]:
                 esc(c["baseline"]),
                 _num(c["speedup"], ".3f"),
                 f"[{_num(c['ci_low'], '.3f')}, {_num(c['ci_high'], '.3f')}]",
-                c["verdict"],
+                _verdict_text(c),
                 f"{c['delta']:.1%}",
                 str(c["rounds"]),
                 _num(c["p_adjusted"], ".2g"),
@@ -104,6 +105,14 @@ def comparison_table(report: Report) -> list[str]:
     )
 
 
+def _verdict_text(c: dict[str, Any]) -> str:
+    """The verdict, with the interval that gave it when that is not the plain t one."""
+    interval = c.get("interval")
+    if isinstance(interval, str) and interval != "t":
+        return f"{c['verdict']} ({interval})"
+    return str(c["verdict"])
+
+
 def _break_even_text(steps: Any) -> str:
     if steps is None or (isinstance(steps, float) and math.isnan(steps)):
         return "-"
@@ -117,6 +126,8 @@ def variant_table(report: Report) -> list[str]:
             rows.append(
                 [
                     esc(v["variant"]),
+                    "-",
+                    "-",
                     "-",
                     "-",
                     "-",
@@ -149,6 +160,8 @@ def variant_table(report: Report) -> list[str]:
                 phases,
                 f"{v['peak_memory_mib']:,.0f}",
                 f"{v['first_call_s']:.2f}",
+                f"{v['warmup_s']:.2f} ({v['warmup_stops']})",
+                str(v["timed_steps"]),
                 "; ".join(h for h in (esc(v["health"]), _timing_label(report, v["name"])) if h)
                 or "-",
             ]
@@ -164,6 +177,8 @@ def variant_table(report: Report) -> list[str]:
             "phases ms (median)",
             "peak MiB",
             "first call s",
+            "warm-up s (why it ended)",
+            "timed steps",
             "health",
         ],
         rows,
@@ -298,13 +313,21 @@ def method_section(report: Report) -> list[str]:
     return [
         f"Each round ran one trial of every variant in a freshly shuffled order, each trial "
         f"in a fresh process with its own random heap layout, after a first call timed "
-        f"apart and a warm-up; a hidden copy of a baseline (A/A sentinel) ran in every round. "
+        f"apart and a warm-up that lasted until the step time was steady (or its cap); "
+        f"the first trial of each configuration fixed the timed steps of its later ones, "
+        f"and a hidden copy of a baseline (A/A sentinel) ran in every round. "
         f"Per trial, one number: {metric}. Speedup = baseline / variant, estimated as the "
         f"exponential of the mean per-round log-ratio, with a Student t interval at "
-        f"{s['ci_level']:.0%}, Holm-adjusted across comparisons. Verdicts use the band "
-        f"delta = max({s['delta_requested']:.1%}, A/A noise floor) = {s['delta']:.1%}: "
-        f"FASTER if the interval is above 1 + delta, SLOWER if below 1 - delta, EQUIVALENT "
-        f"if inside, INCONCLUSIVE otherwise. The run stopped after {s['rounds']} rounds "
+        f"{s['ci_level']:.0%} (from {MIN_PAIRED_ROUNDS} paired rounds on; a 20 %-trimmed "
+        f"interval when a round is an outlier; the estimate of a model that holds the "
+        f"preceding variant equal when a carry-over is flagged), Holm-adjusted "
+        f"across comparisons. Verdicts use the practical band delta = {s['delta']:.1%} "
+        f"(schedule.delta): FASTER if the interval is above 1 + delta, SLOWER if below "
+        f"1 - delta, EQUIVALENT if inside, INCONCLUSIVE otherwise. The A/A sentinel checks "
+        f"the method and never widens the band: outside it, the run is UNRELIABLE; "
+        f"excluding 1 inside it, a bias note. The effect of the variant that ran just "
+        f"before each trial (carry-over) is estimated from the shuffled order and flagged "
+        f"below p = 1 % (Holm). The run stopped after {s['rounds']} rounds "
         f"({s['stop_reason']}; at least {sched['min_rounds']}, at most "
         f"{sched['max_rounds']}, target half-width {sched['target_half_width']:.1%}, budget "
         f"{sched['time_budget_s']:.0f} s). Tail percentiles marked * have fewer than 10 "
@@ -331,6 +354,8 @@ def render(
         ]
     for reason in s["unreliable"]:
         lines += [f"> **UNRELIABLE**: {reason}", ""]
+    for note in s.get("health", []):
+        lines += [f"> Health: {esc(note)}", ""]
     if s.get("label"):
         lines += [f"> Label: {esc(s['label'])}", ""]
     lines += ["## Headline", "", *headline(report), ""]
@@ -339,7 +364,7 @@ def render(
         lines += [
             f"A/A sentinel: {sentinel['speedup']:.3f}x [{sentinel['ci_low']:.3f}, "
             f"{sentinel['ci_high']:.3f}] {sentinel['verdict']}; noise floor "
-            f"{sentinel['noise_floor']:.1%}.",
+            f"{sentinel['noise_floor']:.1%} (information; the band stays +-{s['delta']:.1%}).",
             "",
         ]
     lines += ["## Comparisons", "", *comparison_table(report), ""]

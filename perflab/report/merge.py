@@ -168,17 +168,19 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
 
 def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> dict[str, Any]:
     """Every group's comparisons and flags, each tagged with its group (for --fail-on)."""
-    comparisons, unreliable = [], []
+    comparisons, unreliable, health = [], [], []
     for entry, report in groups:
         if report is None:
             continue
         s = report.summary
         comparisons += [{**c, "group": entry["key"]} for c in s["comparisons"]]
         unreliable += [f"{entry['key']}: {u}" for u in s["unreliable"]]
+        health += [f"{entry['key']}: {h}" for h in s.get("health", [])]
     return {
         "groups": [entry for entry, _ in groups],
         "comparisons": comparisons,
         "unreliable": unreliable,
+        "health": health,
     }
 
 

@@ -97,6 +97,7 @@ def comparison_frame(
                     "ci_high",
                     "ci_level",
                     "verdict",
+                    "interval",
                     "delta",
                     "rounds",
                     "p_value",
@@ -144,6 +145,9 @@ def variant_frame(report_summary: dict[str, Any]) -> pd.DataFrame:
             row.update({f"{k}_ms": t / 1e6 for k, t in v["phase_median_ns"].items()})
             row["peak_memory_mib"] = v["peak_memory_bytes"] / 2**20
             row["first_call_s"] = v["first_call_ns"] / 1e9
+            row["warmup_s"] = v["warmup"]["median_s"]
+            row["warmup_stops"] = ", ".join(f"{k} {n}" for k, n in v["warmup"]["stops"].items())
+            row["timed_steps"] = " ".join(map(str, v["trial_length"]["timed_steps"]))
         row["health"] = "; ".join(v["health"])
         rows.append(row)
     return pd.DataFrame(rows)

@@ -6,8 +6,6 @@ arguments and returns a ``torch.nn.Module`` (see docs/configuration.md).
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -101,29 +99,3 @@ class _GPT(nn.Module):
 
 def transformer(vocab_size: int, seq_len: int, d_model: int, heads: int, layers: int) -> nn.Module:
     return _GPT(vocab_size, seq_len, d_model, heads, layers)
-
-
-@torch.compiler.disable
-def _busy_wait_ns(duration_ns: int) -> None:
-    # A busy wait, not a sleep: sleeping hands the core away and wakes up late by a
-    # scheduler-dependent amount; spinning on the clock ends within ~0.1 us of the target.
-    deadline = time.perf_counter_ns() + duration_ns
-    while time.perf_counter_ns() < deadline:
-        pass
-
-
-class _Spin(nn.Module):
-    def __init__(self, step_us: int) -> None:
-        super().__init__()
-        self.step_ns = step_us * 1000
-        # One parameter so train mode has something to differentiate and optimise.
-        self.scale = nn.Parameter(torch.ones(1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _busy_wait_ns(self.step_ns)
-        return x * self.scale
-
-
-def spin(step_us: int) -> nn.Module:
-    """Ground-truth workload: its forward takes exactly ``step_us`` plus a constant."""
-    return _Spin(step_us)

@@ -1,0 +1,172 @@
+"""The warm-up rule and the level-shift detector (perflab.steady), on made-up step series
+and on step series recorded on an NVIDIA H100 (tests/fixtures/h100). No torch, no timing."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from perflab import steady
+
+H100 = Path(__file__).resolve().parent / "fixtures" / "h100"
+
+
+class OutOfSteps(Exception):
+    """The recorded series ended before the warm-up did."""
+
+
+class Replay:
+    """A warm-up over a given series of step times (ns): a clock and a stretch that runs
+    the next steps of the series, as perflab.steps.run_block would."""
+
+    def __init__(self, steps_ns: Iterator[int]) -> None:
+        self.steps, self.now = steps_ns, 0
+
+    def clock(self) -> int:
+        return self.now
+
+    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
+        start, samples, done = self.now, [], 0
+        while True:
+            try:
+                sample = sum(next(self.steps) for _ in range(group))
+            except (StopIteration, RuntimeError) as exc:  # a generator's end is re-raised
+                raise OutOfSteps from exc
+            self.now += sample
+            samples.append(sample)
+            done += group
+            elapsed = self.now - start
+            if elapsed >= max_s * 1e9 or (done >= steps and elapsed >= min_s * 1e9):
+                return samples
+
+
+def warm(
+    series: Iterator[int],
+    group: tuple[Callable[[list[float]], int], int | None] = (lambda _: 1, None),
+    **rule: float,
+) -> steady.Warmup:
+    """The warm-up rule over a series; ``group``: (choose_group, fixed_group)."""
+    replay = Replay(series)
+    settings = {"min_steps": 5, "min_s": 0.5, "max_s": 5.0, "tolerance": 0.02, **rule}
+    return steady.warm_up(
+        replay.stretch,
+        replay.clock,
+        choose_group=group[0],
+        fixed_group=group[1],
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+def noisy(level_ns: float, sd: float, seed: int = 0) -> Iterator[int]:
+    rng = random.Random(seed)
+    while True:
+        yield int(level_ns * math.exp(rng.gauss(0, sd)))
+
+
+def ramp(level_ns: float, extra: float, tau_s: float, sd: float, seed: int = 0) -> Iterator[int]:
+    """Steps that start ``extra`` slower and approach ``level_ns`` with time constant tau."""
+    rng, t = random.Random(seed), 0.0
+    while True:
+        step = level_ns * (1 + extra * math.exp(-t / tau_s)) * math.exp(rng.gauss(0, sd))
+        t += step / 1e9
+        yield int(step)
+
+
+def test_steady_steps_end_the_warm_up_at_its_minimum():
+    w = warm(noisy(10e6, 0.01))
+    assert w.stop == "steady" and 0.5 <= w.seconds < 0.7
+    assert sum(w.sample_steps) == len(w.sample_ns) >= 50
+
+
+def test_noisy_cpu_steps_are_not_chased_beyond_their_noise():
+    # 90 ms steps with 5 % noise (this project's CPU): the windows' own noise is far above
+    # the tolerance, so the rule stops as soon as it has two windows
+    w = warm(noisy(90e6, 0.05), min_steps=2, min_s=0.1)
+    assert w.stop == "steady" and sum(w.sample_steps) <= 9
+
+
+@pytest.mark.parametrize("tau_s", [0.2, 0.5, 1.0])
+def test_a_ramp_is_followed_until_little_of_it_is_left(tau_s):
+    # 30 % slower at first, GPU-like 0.5 % noise: stop only when the remaining slowdown is
+    # small, however slow the ramp (within the cap)
+    level = 10e6
+    w = warm(ramp(level, 0.3, tau_s, 0.005))
+    left = 0.3 * math.exp(-w.seconds / tau_s)
+    assert w.stop in ("steady", "cap") and left < 0.01, (w.stop, w.seconds, left)
+    assert w.seconds > 2 * tau_s
+
+
+def test_steps_that_keep_slowing_down_reach_the_cap():
+    creep = (int(10e6 * (1 + 0.001 * i)) for i in range(10**6))
+    w = warm(creep, max_s=2.0)
+    assert w.stop == "cap" and 2.0 <= w.seconds < 2.1
+
+
+def test_tolerance_zero_keeps_only_the_minimum():
+    w = warm(ramp(10e6, 0.3, 1.0, 0.005), tolerance=0.0)
+    assert w.stop == "minimum" and 0.5 <= w.seconds < 0.7
+
+
+def test_a_fixed_group_times_the_warm_up_in_samples_of_that_many_steps():
+    # choose_group is not asked: the group is fixed
+    w = warm(noisy(100e3, 0.01), (lambda _: 99, 5), min_steps=2, min_s=0.1, max_s=2.0)
+    assert w.steps_per_sample == 5 and set(w.sample_steps) == {5}
+    assert w.per_step_ns()[0] == pytest.approx(100e3, rel=0.05)
+
+
+def test_the_group_is_chosen_from_the_minimum_warm_up_when_not_fixed():
+    seen: list[int] = []
+
+    def choose(per_step: list[float]) -> int:
+        seen.append(len(per_step))
+        return 5
+
+    w = warm(noisy(100e3, 0.01), (choose, None), min_steps=2, min_s=0.0, max_s=2.0)
+    assert w.steps_per_sample == 5 and seen and w.sample_steps[0] == 1
+    assert w.sample_steps[-1] == 5  # what comes after the minimum is grouped
+
+
+def _h100_series(sweep: str, variant: str, round_: int) -> list[int]:
+    path = H100 / sweep / variant / "trials" / f"r{round_:03d}.json"
+    samples = json.loads(path.read_text())["samples"]
+    return samples["warmup_step_ns"] + samples["step_ns"]
+
+
+def test_h100_fp32_steps_are_steady_at_the_minimum():
+    # the GPU-bound transformer step in fp32 (56.9 ms): steady after the minimum warm-up
+    for round_ in range(8):
+        w = warm(iter(_h100_series("amp_gpu_warmup0.5s", "1", round_)))
+        assert w.stop == "steady" and len(w.sample_ns) <= 12
+
+
+def test_h100_bf16_steps_that_rose_through_the_trial_are_never_called_steady():
+    # round 0 of the bf16 variant: steps went from 8.8 ms to ~20 ms through the warm-up and
+    # the timed block (the block read 16.4 ms; steady bf16 steps are 8.9 ms). Replayed, the
+    # rule never calls the series steady: perflab would have warmed up further.
+    series = _h100_series("amp_gpu_warmup0.5s", "0", 0)
+    with pytest.raises(OutOfSteps):
+        warm(iter(series), max_s=60.0)
+
+
+# --- level shifts inside a timed block --------------------------------------------------
+
+
+def test_changepoints_find_a_level_shift_and_not_noise():
+    rng = random.Random(1)
+    flat = [rng.gauss(0, 0.02) for _ in range(60)]
+    shifted = flat[:30] + [x + 0.2 for x in flat[30:]]
+    assert steady.changepoints(flat) == []
+    assert steady.changepoints(shifted) == [30]
+
+
+def test_changepoint_false_flags_on_stationary_noise_are_rare():
+    flagged = sum(
+        bool(steady.changepoints([random.Random(s).gauss(0, 1) for _ in range(40)]))
+        for s in range(100)
+    )
+    assert flagged <= 5
