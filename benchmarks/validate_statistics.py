@@ -214,6 +214,60 @@ def report(results: dict[Cell, Tally]) -> None:
             )
 
 
+def warmup_rule(n: int) -> None:
+    """What the warm-up rule does to single trials: how long it warms up and how much of a
+    start-of-trial slowdown is left in the timed block (median and worst of n trials)."""
+    import numpy as np
+
+    from perflab.simulation import SimVariant, run_trial
+
+    cases = (
+        ("30 % slow start, tau 0.2 s, GPU-like noise", CARRY, 0.01, True),
+        ("30 % slow start, tau 1 s, GPU-like noise", SLOW_CARRY, 0.01, True),
+        ("steady 90 ms steps, 4 % noise (the CPU)", CPU, 0.09, False),
+    )
+    for name, machine, step_s, after_heavy in cases:
+        for p in ("default", "quick"):
+            trial, _ = preset(p)
+            rng = np.random.default_rng(12)
+            runs = [
+                run_trial(rng, SimVariant(step_s), machine, trial, 0.0, after_heavy, None)
+                for _ in range(n)
+            ]
+            left = [
+                cost / (step_s * 1e9) - 1 - machine.carry_offset * after_heavy
+                for cost, _, _ in runs
+            ]
+            warm = [w.seconds for _, _, w in runs]
+            print(
+                f"INFO  warm-up rule, {name}, preset={p}: warm-up median {np.median(warm):.2f} s "
+                f"(max {max(warm):.2f}); slowdown left in the timed block median "
+                f"{np.median(left):+.2%}, worst {max(left):+.2%}"
+            )
+
+
+def family(n: int) -> None:
+    """A 20-variant null grid against one baseline, 10 rounds each (3 % per-round noise):
+    how often does any variant get a FASTER/SLOWER verdict, without and with Holm?"""
+    import numpy as np
+
+    from perflab import stats
+
+    rng = np.random.default_rng(8)
+    any_raw = any_holm = 0
+    for _ in range(n):
+        effects = [stats.paired_effect(rng.normal(0, 0.03, 10)) for _ in range(20)]
+        any_raw += any(stats.verdict(e.low, e.high, 0.0) != "INCONCLUSIVE" for e in effects)
+        any_holm += any(p < 0.05 for p in stats.holm([e.p_value for e in effects]))
+    print(f"INFO  family-wise error, 20 null variants, unadjusted: {any_raw / n:.1%}")
+    line(
+        at_most(any_holm, n, 0.05),
+        "family-wise error, 20 null variants, Holm",
+        rate(any_holm, n),
+        "<= 5 %",
+    )
+
+
 def changepoint(n: int) -> None:
     """The in-trial level-shift flag (perflab.steady.changepoints)."""
     import random
@@ -253,6 +307,8 @@ def main() -> None:
         run = pool.map
     results = dict(run(run_cell, todo))
     report(results)
+    warmup_rule(200)
+    family(1000)
     changepoint(1000)
     print(
         f"({len(todo)} cells x {args.experiments} experiments in {time.monotonic() - start:.0f} s)"

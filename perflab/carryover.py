@@ -75,6 +75,8 @@ class Fit:
     coef: np.ndarray
     cov: np.ndarray
     dof: int
+    # the first variant has no column (the rounds' intercepts stand for it)
+    first_variant: str
     variant_column: dict[str, int]
     after_column: dict[str, int]
     reference: str
@@ -112,12 +114,12 @@ class Fit:
     ) -> tuple[float, float, float, float] | None:
         """The speedup of ``variant`` over ``base`` with the predecessor held equal: the
         comparison adjusted for carry-over, as (speedup, low, high, p-value)."""
-        weights: dict[int, float] = {}
-        for name, sign in ((base, 1.0), (variant, -1.0)):
-            if name in self.variant_column:
-                weights[self.variant_column[name]] = sign
-        if base not in self.variant_column and variant not in self.variant_column:
-            return None  # neither has trials with a predecessor
+        fitted = {self.first_variant, *self.variant_column}
+        if base not in fitted or variant not in fitted:
+            return None  # no ok trial with a predecessor
+        weights = {self.variant_column[base]: 1.0} if base in self.variant_column else {}
+        if variant in self.variant_column:
+            weights[self.variant_column[variant]] = -1.0
         est, low, high, p = self._contrast(weights, level)
         return math.exp(est), math.exp(low), math.exp(high), p
 
@@ -155,6 +157,7 @@ def fit(trials: Sequence[TrialInOrder], reference: str | None = None) -> Fit | N
         coef,
         cov,
         dof,
+        variants[0],
         {v: column[f"variant:{v}"] for v in variants[1:]},
         {c: column[f"after:{c}"] for c in configs[1:]},
         configs[0],

@@ -51,7 +51,7 @@ class VariantRun:
     job_dir: Path
     # the configuration it runs: its own variant name, or for the A/A sentinel its
     # baseline's (the two share one trial length)
-    config: str = ""
+    config: str
     costs: dict[int, float] = dataclasses.field(default_factory=dict)
     # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
     failures: int = 0
@@ -302,7 +302,9 @@ def _progress(
     elapsed: float,
     round_s: float,
 ) -> str:
-    if width == float("inf") or width < 0:
+    if width < 0:
+        ci = "n/a"
+    elif width == float("inf"):
         ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} paired rounds)"
     elif width >= 1:
         ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing

@@ -10,7 +10,7 @@ time is steady: the change between the medians of its last two windows, continue
 a span as long as the warm-up so far, is within ``trial.steady_tolerance`` (2 % by
 default), or the change is within the two windows' own noise (two standard errors of the
 difference of their medians); or until ``trial.warmup_max_s``. A window is a quarter of
-the warm-up so far, at least 3 samples and 50 ms: two short windows of a long, slow ramp
+the warm-up so far, at least 50 ms and 2 samples: two short windows of a long, slow ramp
 (a GPU recovering from the power cap its previous trial hit) differ little, and the rule
 must not stop while the steps are still far from their steady level.
 
@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# The smallest window: the median of 3 samples resists one odd step (a preemption)...
-MIN_WINDOW = 3
-# ...and it spans at least 50 ms: clocks, power and temperature change with time, not
-# with steps, and three 1 ms steps cannot show a ramp that 50 of them do.
+# The smallest window spans at least 50 ms: clocks, power and temperature change with
+# time, not with steps, and three 1 ms steps cannot show a ramp that 50 of them do...
 MIN_WINDOW_NS = 50_000_000
+# ...and at least 2 samples. Steps that long are few, costly (on this project's CPU the
+# convnet step takes 90-180 ms, and each window more adds its steps to every trial), and
+# noisy enough that the rule's noise term, not the window, decides.
+MIN_WINDOW = 2
 # Windows whose medians differ by less than this many standard errors are not told apart:
 # the rule does not chase noise on a machine whose steps vary more than the tolerance.
 NOISE_Z = 2.0
@@ -97,9 +99,10 @@ class Warmup:
         return SteadyCheck(abs(change) <= allowed, math.expm1(change), math.expm1(allowed))
 
     def samples_until_check(self) -> int:
-        """How many more samples to run before the rule is asked again: enough for two
-        windows, then a fresh window's worth, so that every check sees new data."""
-        return max(2 * self.window() - len(self.sample_ns), self.window())
+        """How many more samples to run before the rule is asked again: what two windows
+        still lack, or, once a check has failed, a fresh window's worth of new data."""
+        w, n = self.window(), len(self.sample_ns)
+        return 2 * w - n if n < 2 * w else w
 
 
 def warm_up(

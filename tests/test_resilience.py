@@ -313,7 +313,10 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
 
     def run(sweep: Path, fake: FakeTrials, previous=None) -> dict:
         monkeypatch.setattr(schedule, "run_one", fake)
-        runs = {v.name: schedule.VariantRun(None, sweep / v.dir) for v in plan.variants}  # type: ignore[arg-type]
+        runs = {
+            v.name: schedule.VariantRun(None, sweep / v.dir, v.source)  # type: ignore[arg-type]
+            for v in plan.variants
+        }
         return schedule.run_experiment(plan, runs, sched, sweep, lambda _: None, {"x": 1}, previous)
 
     whole = FakeTrials()

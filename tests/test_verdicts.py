@@ -130,3 +130,58 @@ def test_a_carry_over_is_adjusted_for_and_a_fixed_warm_up_alone_is_biased():
     fixed = with_fields(TRIAL, steady_tolerance=0.0)
     t = tally(1.05, carry, fixed, SCHEDULE, 20, seed=5, heavy_baseline=True)
     assert t.carryover_flags >= 18 and abs(t.bias) < 0.01
+
+
+# --- what the console prints ---------------------------------------------------------------
+
+
+def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_number():
+    from perflab.config import ScheduleConfig
+    from perflab.schedule import _progress
+
+    sched = ScheduleConfig()
+    early = _progress(2, sched, 3, math.inf, "amp=true", 20.0, 10.0)
+    assert "widest CI n/a (an interval needs 3 paired rounds) (amp=true)" in early
+    # two rounds' stopping bound once printed +-1741840784946858.5 %
+    wild = _progress(3, sched, 3, 1.7e13, "amp=true", 30.0, 10.0)
+    assert "widest CI >= +-100% (amp=true)" in wild and "e+" not in wild
+    assert "widest CI +-4.2% (amp=true)" in _progress(9, sched, 3, 0.042, "amp=true", 90, 10)
+
+
+def test_the_console_table_prints_the_band_the_noise_floor_and_experiment_health():
+    from perflab.console import experiment_table
+
+    base, var = _costs([0.05, 0.06, 0.04, 0.05, 0.055])
+    comparison = {
+        "variant": "amp=true",
+        "baseline": "amp=off",
+        **analysis.compare(base, var, 0.95, 0.01),
+    }
+    sentinel = {**analysis.compare(*_costs([0.01, -0.02, 0.0, 0.015, -0.01]), 0.95, 0.01)}
+    sentinel["noise_floor"] = 0.03
+    text = experiment_table(
+        {
+            "ci_level": 0.95,
+            "metric": "latency",
+            "rounds": 5,
+            "stop_reason": "max rounds",
+            "elapsed_s": 12.0,
+            "delta": 0.01,
+            "unreliable": [],
+            "comparisons": [comparison],
+            "sentinel": sentinel,
+            "variants": [],
+            "scaling": [],
+            "health": ["carry-over: trials that follow amp=off run +4.0% [+2.0%, +6.0%]"],
+        }
+    )
+    assert "band +-1.0%" in text and "FASTER" in text
+    assert "noise floor +-3.0% (information: the band stays +-1.0%)" in text
+    assert "  health: carry-over: trials that follow amp=off run +4.0%" in text
+
+
+def test_the_carry_over_model_has_no_speedup_for_a_variant_without_trials():
+    order = [t for t in _order(np.random.default_rng(3), 10, 0.06) if t.variant != "1"]
+    order += [carryover.TrialInOrder(0, "2", "2", None, "0")]  # a failed trial only
+    fit = carryover.fit(order, reference="0")
+    assert fit is not None and fit.speedup("0", "2", 0.95) is None
