@@ -10,14 +10,19 @@ torch.optim call in a child costs ~1.1 s.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
+import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from perflab.errors import ConfigError
@@ -66,11 +71,85 @@ def resolve_function(fn: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
     return getattr(importlib.import_module(module), name)
 
 
+# a trial process's log: its record's path with this suffix (log_beside)
+LOG_SUFFIX = ".log"
+
+
+def log_beside(record_path: str | Path) -> Path:
+    """Where a trial process's own output goes: beside its record, the same name with
+    ``.log`` (trials/r000.log, profile/profile.log)."""
+    return Path(record_path).with_suffix(LOG_SUFFIX)
+
+
+def drop_if_empty(log: Path) -> bool:
+    """Remove a log its process wrote nothing to (also one left by a process that was
+    killed); True if it is gone."""
+    with contextlib.suppress(OSError):
+        if log.stat().st_size == 0:
+            log.unlink()
+    return not log.exists()
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or replaced stream: nothing to flush
+            stream.flush()
+
+
+@contextlib.contextmanager
+def output_to(path: Path | None) -> Iterator[None]:
+    """Send everything this process and its children write to stdout and stderr into
+    ``path`` (truncated first) while the block runs; ``None`` leaves them alone.
+
+    A trial process inherits the console from the fork server, so without this its
+    noise lands between perflab's own lines: Inductor's autotune tables (~120 lines per
+    max-autotune trial), the TF32 hint of every compiled trial, Python ``warnings``,
+    ``print`` in a user's model, C++ warnings (``TORCH_WARN`` outside Python's reach)
+    written straight to file descriptor 2. Redirecting the descriptors, not only
+    ``sys.stdout``, catches all of them, and the trial's own child processes (DataLoader
+    workers, say) inherit the file unless they choose their own output. A log left
+    empty is removed, so a log on disk means the trial printed something.
+    """
+    if path is None:
+        yield
+        return
+    created = not path.parent.exists()  # removed again if nothing was printed
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _flush()
+    # O_APPEND: every write lands at the end, whichever process of the trial makes it
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    saved = os.dup(1), os.dup(2)
+    # a line-buffered stdout: a trial that crashes loses no line it printed
+    stdout = sys.stdout if isinstance(sys.stdout, io.TextIOWrapper) else None
+    block_buffered = stdout is not None and not stdout.line_buffering
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        if stdout is not None and block_buffered:
+            stdout.reconfigure(line_buffering=True)
+        yield
+    finally:
+        _flush()
+        if stdout is not None and block_buffered:
+            stdout.reconfigure(line_buffering=False)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for kept in (*saved, fd):
+            os.close(kept)
+        if drop_if_empty(path) and created:
+            with contextlib.suppress(OSError):  # fails, as it should, if anything else is there
+                path.parent.rmdir()
+
+
 def _child(
-    fn: Callable[[Any], Any] | str, arg: Any, conn: multiprocessing.connection.Connection
+    fn: Callable[[Any], Any] | str,
+    arg: Any,
+    conn: multiprocessing.connection.Connection,
+    log: Path | None = None,
 ) -> None:
     try:
-        conn.send(Outcome("ok", resolve_function(fn)(arg)))
+        with output_to(log):
+            conn.send(Outcome("ok", resolve_function(fn)(arg)))
     except ConfigError as exc:
         conn.send(Outcome("config_error", message=str(exc)))
     except KeyboardInterrupt:
@@ -93,15 +172,18 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def run_isolated(fn: Callable[[Any], Any] | str, arg: Any, timeout_s: float) -> Outcome:
+def run_isolated(
+    fn: Callable[[Any], Any] | str, arg: Any, timeout_s: float, log: Path | None = None
+) -> Outcome:
     """Call ``fn(arg)`` in a fresh child (``fn`` may be named "module:function", so
     that this process need not import it). Never raises for what happens in the child, with
     one exception: a child interrupted by SIGINT or SIGTERM raises KeyboardInterrupt here,
     as an interrupt of this process does. Either way the child is gone when this returns
-    or raises: no orphan keeps running (or writing) after its parent gave up on it."""
+    or raises: no orphan keeps running (or writing) after its parent gave up on it.
+    ``log``: where the child's stdout and stderr go (see output_to); else the console."""
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(fn, arg, send), daemon=False)
+    proc = ctx.Process(target=_child, args=(fn, arg, send, log), daemon=False)
     try:
         proc.start()
         send.close()  # the child holds the only writer now: EOF means it died
@@ -114,6 +196,8 @@ def run_isolated(fn: Callable[[Any], Any] | str, arg: Any, timeout_s: float) -> 
     finally:
         send.close()
         recv.close()
+        if log is not None:
+            drop_if_empty(log)  # a child killed before it could
     if outcome.kind == "interrupted":
         raise KeyboardInterrupt
     return outcome

@@ -29,7 +29,7 @@ from perflab.config import PerflabConfig
 from perflab.errors import PerflabError
 from perflab.plan import Job, build_plan, override_key
 from perflab.records import check_writable
-from perflab.schedule import check_all, make_runs, run_experiment, run_profiles
+from perflab.schedule import CHECK_LOG, check_all, make_runs, run_experiment, run_profiles
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,12 @@ def _launch(
         except KeyboardInterrupt:
             interrupted = True
             print("perflab: profiling interrupted; the timed rounds are complete")
+    logs = trial_logs(sweep_dir)
+    if logs:
+        print(
+            f"perflab: the trial processes' own output (warnings, compiler messages, "
+            f"prints) is in {len(logs)} log file(s) beside their records, e.g. {logs[0]}"
+        )
     print(experiment_table(summary))
     from perflab.report import load, write_report
 
@@ -183,6 +189,13 @@ def _launch(
     if interrupted:
         outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
     return [_variant_return(j, summary) for j in jobs]
+
+
+def trial_logs(sweep_dir: Path) -> list[Path]:
+    """The logs that trial, profiling and check processes left in a sweep directory (a
+    log exists only when its process printed something; perflab.isolation.output_to)."""
+    patterns = ("*/trials/*.log", "*/profile/*.log", f"*/{CHECK_LOG}")
+    return [p for pattern in patterns for p in sorted(sweep_dir.glob(pattern))]
 
 
 def _resume_hint(sweep_dir: Path) -> str:

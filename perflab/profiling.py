@@ -27,8 +27,11 @@ PROFILE_SCHEMA_VERSION = 1
 PHASE_PREFIX = "perflab/"
 TOP_OPS = 15
 
-# Kernel families: first match wins; each rule carries its reason. Names are what
-# torch.profiler reports for CPU ops and, on CUDA, for kernels.
+# Kernel families: the kind of work, first match wins, each rule with its reason. They
+# match CPU operator names (aten::mm) and, on CUDA, kernel names (nvjet_sm90_...); a
+# CUDA kernel takes its launching operator's family when that says more
+# (perflab.attribution), so a family means the same work on CPU and GPU, eager or
+# compiled; which library ran a kernel is in the kernel table.
 FAMILY_RULES: list[tuple[str, str, str]] = [
     ("perflab phase", r"^perflab/", "perflab's own record_function ranges, not work"),
     (
@@ -56,30 +59,36 @@ FAMILY_RULES: list[tuple[str, str, str]] = [
     ),
     (
         "memcpy/memset",
-        r"(memcpy|memset|Memcpy|Memset|aten::copy_|aten::to$|aten::_to_copy)",
-        "data movement: host-device copies, fills, dtype/layout conversions",
+        r"(memcpy|memset|Memcpy|Memset|aten::copy_|aten::to$|aten::_to_copy|direct_copy_kernel"
+        r"|nchwToNhwc|nhwcToNchw)",
+        "data movement: host-device copies, fills, dtype and layout conversions",
     ),
     (
-        "cuDNN",
-        r"(cudnn|implicit_convolve|winograd|fprop|dgrad|wgrad)",
-        "NVIDIA cuDNN convolution kernels",
-    ),
-    ("cuBLAS", r"(cublas|gemm|gemv|cutlass|sm\d+_xmma)", "NVIDIA cuBLAS/CUTLASS matmuls"),
-    ("oneDNN", r"(mkldnn|onednn|dnnl)", "Intel oneDNN (mkldnn) CPU kernels"),
-    (
-        "aten matmul/conv",
-        r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|_convolution|convolution|"
-        r"_scaled_dot_product|scaled_dot_product)",
-        "ATen's compute-dense operators: many flops per byte moved",
+        "attention",
+        r"(scaled_dot_product|_efficient_attention|_flash_attention|_cudnn_attention|fmha|"
+        r"flash_fwd|flash_bwd|sdpa)",
+        "fused attention (flash, memory-efficient, cuDNN SDPA)",
     ),
     (
-        "aten elementwise/norm",
-        r"^aten::(add|sub|mul|div|neg|exp|log|pow|sqrt|rsqrt|gelu|relu|silu|sigmoid|tanh|"
+        "matmul/conv",
+        r"(^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv|_convolution|convolution|"
+        r"cudnn_convolution|mkldnn_convolution|mkldnn_linear|_addmm_activation)|cublas|gemm|"
+        r"gemv|cutlass|xmma|nvjet|cudnn::cnn|implicit_convolve|winograd|fprop|dgrad|wgrad|"
+        r"mkldnn|onednn|dnnl)",
+        "matrix multiplies and convolutions (cuBLAS, cuDNN, CUTLASS, oneDNN): many flops "
+        "per byte moved",
+    ),
+    (
+        "elementwise/norm",
+        r"(^aten::(add|sub|mul|div|neg|exp|log|pow|sqrt|rsqrt|gelu|relu|silu|sigmoid|tanh|"
         r"threshold|clamp|where|fill|zero|dropout|native_dropout|layer_norm|"
         r"native_layer_norm|batch_norm|native_batch_norm|_native_batch_norm|_softmax|"
-        r"softmax|_log_softmax|log_softmax|sum|mean)",
-        "ATen's pointwise, reduction and normalisation operators (and their backward): "
-        "few flops per byte, so memory bandwidth sets their pace",
+        r"softmax|_log_softmax|log_softmax|sum|mean|_foreach_|nll_loss|cross_entropy)|"
+        r"elementwise_kernel|reduce_kernel|multi_tensor_apply|batch_norm|layer_norm|"
+        r"LayerNorm|GammaBeta|softmax|Softmax|nll_loss|bn_fw|bn_bw)",
+        "pointwise, reduction, normalisation and loss operators (and their backward, and "
+        "the optimizer's multi-tensor updates): few flops per byte, so memory bandwidth "
+        "sets their pace",
     ),
     ("aten", r"^aten::", "other ATen operators"),
 ]
@@ -104,6 +113,9 @@ class OpRow:
     self_device_us: float
     self_cpu_memory_bytes: int
     input_shapes: str
+    # a record_function range (## Call CompiledFxGraph ##, Optimizer.step#SGD.step,
+    # ProfilerStep#N): host time around work, never work itself
+    annotation: bool = False
 
 
 def op_rows(prof: Any) -> list[OpRow]:
@@ -118,16 +130,21 @@ def op_rows(prof: Any) -> list[OpRow]:
                 self_device_us=float(getattr(e, "self_device_time_total", 0.0) or 0.0),
                 self_cpu_memory_bytes=int(getattr(e, "self_cpu_memory_usage", 0) or 0),
                 input_shapes=str(e.input_shapes)[:200],
+                annotation=bool(getattr(e, "is_user_annotation", False))
+                or e.key.startswith("ProfilerStep"),
             )
         )
     return rows
 
 
 def family_times(rows: list[OpRow], device: bool) -> dict[str, float]:
-    """Self time (us) per kernel family: device time on accelerators, CPU time on CPU."""
+    """Self time (us) per kernel family from the operator table: CPU time on CPU
+    (self times do not overlap, so they add up). Annotation ranges are not work. On
+    CUDA perflab.attribution reads the families from the trace instead: an operator's
+    self device time counts its kernels again under every enclosing operator."""
     out: dict[str, float] = {}
     for r in rows:
-        if r.family == "perflab phase":
+        if r.family == "perflab phase" or r.annotation:
             continue
         out[r.family] = out.get(r.family, 0.0) + (r.self_device_us if device else r.self_cpu_us)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
@@ -270,23 +287,17 @@ def _outermost_ops(events: list[Any]) -> list[Any]:
     return [e for e in events if e.name.startswith("aten::") and not nested(e)]
 
 
-def busy_time(events: list[Any], device: str) -> dict[str, Any]:
-    """Busy and idle time within the profiled steps (the ProfilerStep#N ranges): CUDA
-    kernels, copies and fills on CUDA; outermost ATen operators on CPU. The step ranges
-    are named ProfilerStep#N in the trace and ProfilerStep* in the event list."""
-    from torch.autograd import DeviceType
-
+def busy_time(events: list[Any]) -> dict[str, Any]:
+    """On CPU: the share of the profiled steps (the ProfilerStep#N ranges, named
+    ProfilerStep* in the event list) spent inside outermost ATen operators. On CUDA
+    perflab.attribution measures device busy time from the trace's kernels instead."""
     windows = [
         (e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep")
     ]
-    if device == "cuda":
-        busy = [e for e in events if e.device_type == DeviceType.CUDA]
-        basis = "CUDA kernels, copies and fills on the device"
-    else:
-        busy = _outermost_ops(events)
-        basis = "outermost ATen operators on the CPU (the rest is Python and framework)"
-    spans = [(e.time_range.start, e.time_range.end) for e in busy]
-    return busy_summary(spans, windows, basis)
+    spans = [(e.time_range.start, e.time_range.end) for e in _outermost_ops(events)]
+    return busy_summary(
+        spans, windows, "outermost ATen operators on the CPU (the rest is Python and framework)"
+    )
 
 
 # The trace gets a directory of its own, and a name TensorBoard's profiler plugin
@@ -297,17 +308,25 @@ TRACE_DIR = "trace"
 TRACE_FILE = "perflab.pt.trace.json.gz"
 
 
-def write_trace(prof: Any, profile_dir: Path, max_bytes: int) -> dict[str, Any]:
-    """Export a Chrome/Perfetto trace into profile_dir/trace/, gzip it, and keep it only
-    within the size bound; "trace" is its path relative to profile_dir."""
+def export_trace(prof: Any, profile_dir: Path) -> dict[str, Any]:
+    """The profiler's Chrome/Perfetto trace as a dict (exported through a scratch file
+    in profile_dir/trace/, which is removed)."""
     directory = profile_dir / TRACE_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    raw = directory / "export.json"  # removed once compressed
+    raw = directory / "export.json"
     prof.export_chrome_trace(str(raw))
-    trace = json.loads(raw.read_text())
+    trace: dict[str, Any] = json.loads(raw.read_text())
     raw.unlink()
     # HTA reads the rank from here; a single-process trial is rank 0
     trace.setdefault("distributedInfo", {"rank": 0, "world_size": 1})
+    return trace
+
+
+def write_trace(trace: dict[str, Any], profile_dir: Path, max_bytes: int) -> dict[str, Any]:
+    """Write the trace gzipped into profile_dir/trace/ and keep it only within the size
+    bound; "trace" is its path relative to profile_dir."""
+    directory = profile_dir / TRACE_DIR
+    directory.mkdir(parents=True, exist_ok=True)
     packed = gzip.compress(json.dumps(trace).encode(), compresslevel=6)
     if len(packed) > max_bytes:
         directory.rmdir()
@@ -332,8 +351,25 @@ def write_profile(
     profiled_steps: int,
     busy: dict[str, Any],
     extras: dict[str, Any] | None = None,
+    device_side: dict[str, Any] | None = None,
 ) -> None:
-    ranked = sorted(rows, key=lambda r: -(r.self_device_us if device == "cuda" else r.self_cpu_us))
+    """profile.json. ``device_side`` (perflab.attribution.attribute over the CUDA trace)
+    supplies the families, operators, kernels and busy time on CUDA; on CPU they come
+    from the operator table."""
+    work = [r for r in rows if r.family != "perflab phase" and not r.annotation]
+    if device_side is None:
+        tables: dict[str, Any] = {
+            "time_basis": "self CPU time",
+            "families_us": family_times(rows, device=False),
+            "top_ops": [r.__dict__ for r in sorted(work, key=lambda r: -r.self_cpu_us)][:TOP_OPS],
+            "busy": busy,
+        }
+    else:
+        tables = {
+            "time_basis": "device time of the kernels, copies and fills each operator launched",
+            **device_side,
+            "top_ops": [_with_cpu_columns(op, rows) for op in device_side["top_ops"]],
+        }
     write_json_atomic(
         path,
         {
@@ -342,9 +378,7 @@ def write_profile(
             "device": device,
             # steps recorded (the schedule's active steps): per-step times divide by it
             "profiled_steps": profiled_steps,
-            "time_basis": "self device time" if device == "cuda" else "self CPU time",
-            "families_us": family_times(rows, device == "cuda"),
-            "top_ops": [r.__dict__ for r in ranked if r.family != "perflab phase"][:TOP_OPS],
+            **tables,
             "top_memory": [
                 r.__dict__
                 for r in sorted(rows, key=lambda r: -r.self_cpu_memory_bytes)
@@ -357,10 +391,21 @@ def write_profile(
             },
             **trace,
             "overhead": overhead,
-            "busy": busy,
             **(extras or {}),
         },
     )
+
+
+def _with_cpu_columns(op: dict[str, Any], rows: list[OpRow]) -> dict[str, Any]:
+    """A device operator row with the operator table's CPU columns (summed over input
+    shapes; the shapes of its costliest call)."""
+    same = sorted((r for r in rows if r.name == op["name"]), key=lambda r: -r.self_device_us)
+    return {
+        **op,
+        "self_cpu_us": sum(r.self_cpu_us for r in same),
+        "self_cpu_memory_bytes": sum(r.self_cpu_memory_bytes for r in same),
+        "input_shapes": same[0].input_shapes if same else "",
+    }
 
 
 def load_profile(path: Path) -> dict[str, Any] | None:

@@ -44,6 +44,12 @@ def _cpu_has_fast_fp16() -> bool:
     return "avx512_fp16" in flags or "amx_fp16" in flags
 
 
+def cuda_available(_: object = None) -> bool:
+    """What device=auto means. perflab.config.cuda_available asks it in a child of the
+    fork server, so the launching process never imports torch."""
+    return torch.cuda.is_available()
+
+
 def _resolve_device(requested: str) -> str:
     has_cuda = torch.cuda.is_available()
     if requested == "cuda" and not has_cuda:
@@ -96,6 +102,30 @@ def _check_fused(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
         )
 
 
+def _note_device_defaults(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
+    """Say which defaults the fields the user did not set took, when they are not the
+    cpu ones perflab always had, and when they do not match the device the trial got."""
+    composed = "cuda" if cfg.cuda_defaults else "cpu"
+    if composed != device:  # device=auto composed on another machine (a submit host)
+        warnings.append(
+            f"the config took the {composed} defaults where perflab started, but this trial "
+            f"runs on {device}: set device={device} to get the {device} defaults "
+            "(docs/configuration.md, Defaults by device)"
+        )
+    elif cfg.cuda_defaults:
+        why = "device=auto found CUDA" if cfg.device == "auto" else "device=cuda"
+        warnings.append(f"cuda defaults ({why}): {CUDA_DEFAULTS}")
+
+
+# What the cuda defaults are and why, said once per run (conf/device/, docs/configuration.md)
+CUDA_DEFAULTS = (
+    "the fields you did not set take a GPU-bound workload, model=transformer (d_model 1024, "
+    "16 heads, 4 layers, seq_len 256) with data=memory, so the step measures the GPU rather "
+    "than the data loader; model=convnet data=synthetic are the cpu defaults, and "
+    "+experiment=dataloader studies the loader (docs/configuration.md, Defaults by device)"
+)
+
+
 def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if cfg.num_workers > (cores or 1):
@@ -106,6 +136,11 @@ def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
         )
     if cfg.threads > (cores or 1):
         warnings.append(f"threads={cfg.threads} exceeds the {cores} usable cores")
+    if cfg.pin_memory and cfg.data.source == "memory":
+        warnings.append(
+            "pin_memory=true has no effect with data=memory (no DataLoader runs); add "
+            "data=synthetic to pin the loader's batches"
+        )
     if device == "cpu":
         if cfg.pin_memory and cfg.data.source == "loader":
             warnings.append("pin_memory=true has no effect without an accelerator")
@@ -121,6 +156,7 @@ def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
 def resolve(cfg: PerflabConfig) -> Resolved:
     device = _resolve_device(cfg.device)
     warnings: list[str] = []
+    _note_device_defaults(cfg, device, warnings)
     amp_dtype = _resolve_amp(cfg, device, warnings)
     _check_fused(cfg, device, warnings)
     _warn_unwise(cfg, device, warnings)

@@ -24,7 +24,7 @@ from perflab import stats
 from perflab.analysis import EXPERIMENT_FILE, SUMMARY_FILE, Experiment, analyze, load_trials
 from perflab.config import PerflabConfig, ScheduleConfig
 from perflab.errors import PerflabError
-from perflab.isolation import run_isolated
+from perflab.isolation import drop_if_empty, log_beside, run_isolated
 from perflab.plan import SENTINEL, Plan
 from perflab.records import TrialRecord, load_record, write_json_atomic
 from perflab.request import (
@@ -37,6 +37,9 @@ from perflab.request import (
 from perflab.settle import settle
 
 PROFILE_FILE = "profile.json"
+# what the settings check of a variant printed (importing the user's factories), in its
+# job directory; trials and profiles log beside their records (isolation.log_beside)
+CHECK_LOG = "check.log"
 
 # A variant whose trials keep failing stops being scheduled: after a failure with no
 # success before it (a deterministic failure, e.g. out of memory) or after this many.
@@ -66,7 +69,9 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     setting in any variant stops the sweep with exit 2 and nothing measured."""
     warnings = {}
     for name, run in runs.items():
-        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=120)
+        result = run_isolated(
+            CHECK_SETTINGS, run.request, timeout_s=120, log=run.job_dir / CHECK_LOG
+        )
         if result.kind == "config_error":
             raise PerflabError(result.message)
         if result.kind != "ok":
@@ -91,6 +96,7 @@ def run_one(
         settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
     )
     record = load_record(run_in_fresh_process(request))
+    drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
     count(run, record, sched.metric, lengths)
     return record
 
@@ -289,6 +295,7 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
             continue
         request = dataclasses.replace(run.request, record_path=str(path))
         result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)
+        drop_if_empty(log_beside(path))  # left empty by a profiling trial that was killed
         state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
         say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")
 

@@ -23,6 +23,7 @@ import torch
 from perflab import environment, knobs, memory, telemetry
 from perflab.config import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
+from perflab.isolation import log_beside, output_to
 from perflab.records import ErrorInfo, Probe, Samples, TrialRecord, write_record
 from perflab.request import TrialLength, TrialRequest, now
 from perflab.resolve import Resolved, resolve
@@ -245,7 +246,14 @@ def run_trial(request: TrialRequest) -> str:
 
     A ConfigError (an impossible setting on this machine) propagates before anything is
     measured and no record is written; every other failure becomes a "failed" record.
+    What the trial prints (warnings, compiler output, the user's model) goes to its log
+    beside the record (perflab.isolation.log_beside), not to the console.
     """
+    with output_to(log_beside(request.record_path)):
+        return _trial(request)
+
+
+def _trial(request: TrialRequest) -> str:
     cfg = request.config
     _user_code_importable(request)
     record = TrialRecord(
@@ -350,8 +358,14 @@ def memory_by_phase(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> l
 def run_profile(request: TrialRequest) -> str:
     """The profiling trial: build the variant like a timed trial, run its first call and
     a few unprofiled steps (the overhead reference), then profile; write profile.json
-    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok"."""
-    from perflab import profiling
+    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
+    Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
+    with output_to(log_beside(request.record_path)):
+        return _profile(request)
+
+
+def _profile(request: TrialRequest) -> str:
+    from perflab import attribution, profiling
 
     cfg = request.config
     _user_code_importable(request)
@@ -384,18 +398,26 @@ def run_profile(request: TrialRequest) -> str:
         p.memory,
         p.stacks,
     )
-    extras = {"memory_snapshot": _finish_memory_snapshot(snapshot, out)}
-    trace = profiling.write_trace(prof, out.parent, int(p.max_trace_mb * 2**20))
+    trace = profiling.export_trace(prof, out.parent)
+    extras = {
+        "memory_snapshot": _finish_memory_snapshot(snapshot, out),
+        "host_annotations": attribution.host_table(trace, profiling.TOP_OPS),
+    }
+    stored = profiling.write_trace(trace, out.parent, int(p.max_trace_mb * 2**20))
     reference = sorted(unprofiled)[1]
     profiling.write_profile(
         out,
         variant={"choices": request.choices, "settings": _settings(cfg, resolved)},
         device=resolved.device,
         rows=profiling.op_rows(prof),
-        trace=trace,
+        trace=stored,
         profiled_steps=p.active,
-        busy=profiling.busy_time(list(prof.events()), resolved.device),
+        busy=profiling.busy_time(list(prof.events())) if resolved.device != "cuda" else {},
         extras=extras,
+        # on CUDA, every kernel counted once under the operator that launched it
+        device_side=(
+            attribution.attribute(trace, profiling.TOP_OPS) if resolved.device == "cuda" else None
+        ),
         overhead={
             "unprofiled_step_s": reference,
             "profiled_step_s": profiled_s,

@@ -29,6 +29,7 @@ from perflab.config import (
     ScaleOutConfig,
     ScheduleConfig,
     TrialConfig,
+    cuda_defaults,
 )
 from perflab.errors import ConfigError
 
@@ -92,6 +93,17 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _at_least("batch_size", cfg.batch_size, 1)
     _one_of("mode", cfg.mode, MODES)
     _one_of("device", cfg.device, DEVICES)
+    if cfg.device in DEVICES:
+        # set by the device option (conf/device/), which chose the groups to match
+        expected = cuda_defaults(cfg.device)
+        _require(
+            cfg.cuda_defaults == expected,
+            "cuda_defaults",
+            cfg.cuda_defaults,
+            f"{str(expected).lower()} with device={cfg.device} on this machine (the device "
+            "option sets it: device=cuda for the cuda defaults, device=cpu for the cpu ones)",
+            "does not match the device",
+        )
     _one_of("amp", cfg.amp, AMP_VALUES)
     _one_of("compile", cfg.compile, COMPILE_VALUES)
     _one_of("fused", cfg.fused, FUSED_VALUES)
@@ -233,6 +245,7 @@ def _validate_combinations(cfg: PerflabConfig) -> None:
             cfg.num_workers == 0,
             "num_workers",
             cfg.num_workers,
-            "0 with data.source=memory (no DataLoader runs)",
+            "0 with data.source=memory (no DataLoader runs; data=memory is the default on "
+            "cuda, add data=synthetic for a DataLoader)",
             "has no effect",
         )

@@ -1,24 +1,38 @@
-"""End to end: the installed `perflab` console script, run as a user runs it."""
+"""End to end: the installed `perflab` console script, run as a user runs it (found as
+tests/console_scripts.py says), on the CPU."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import console_scripts
 import pytest
-from tiny import TINY
+from tiny import TINY, cpu_runs_fp16_natively
 
 from perflab.records import load_record
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
-
 
 def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PERFLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return console_scripts.run("perflab", *args, cwd=cwd)
+
+
+@pytest.mark.parametrize("name", sorted(console_scripts.ENTRY_POINTS))
+def test_console_script_entry_points_match_pyproject_and_run_without_the_script(name):
+    # pyproject.toml's [project.scripts] is what the fallback mirrors
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    scripts = tomllib.loads(pyproject.read_text())["project"]["scripts"]
+    assert console_scripts.ENTRY_POINTS == scripts
+    assert console_scripts.entry_point(name) == scripts[name]
+    # the fallback (pip --target: no script anywhere on the search path) runs as well
+    command = console_scripts.entry_point_command(name)
+    result = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert name in result.stdout
 
 
 def record_path(stdout: str, cwd: Path) -> Path:
@@ -43,6 +57,9 @@ def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
     assert (path.parent.parent / ".hydra" / "config.yaml").exists()
 
 
+# Device-agnostic, the bad-input tests below: each input is refused before any trial
+# process resolves a device, with the same line on any machine (and device=auto is part
+# of what a user types).
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -126,9 +143,9 @@ def test_perflab_report_bad_arguments_are_one_line(tmp_path, monkeypatch, capsys
 
 
 def test_fp16_autocast_on_cpu_is_refused_before_measuring(tmp_path):
-    result = perflab(tmp_path, *TINY, "amp=fp16", "device=cpu")
-    if "avx512_fp16" in Path("/proc/cpuinfo").read_text():
+    if cpu_runs_fp16_natively():
         pytest.skip("this CPU runs fp16 autocast natively")
+    result = perflab(tmp_path, *TINY, "amp=fp16")  # TINY: device=cpu
     assert result.returncode == 2, result.stderr
     assert "amp=fp16: unwise on this cpu" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -172,6 +189,7 @@ def crash():
 """
 
 USER_MODEL = (
+    "device=cpu",
     "model=custom",
     "model.input.shape=[5]",
     "model.target.num_classes=3",

@@ -18,7 +18,7 @@ from perflab.errors import ConfigError
 
 
 def test_default_config_composes(make_config):
-    cfg = make_config()
+    cfg = make_config("device=cpu")  # the cpu defaults (the cuda ones: test_device_defaults.py)
     assert isinstance(cfg.model, ConvNetConfig)
     assert cfg.model.input.shape == [3, 32, 32]
     assert cfg.threads == 1 and cfg.amp == "off" and cfg.compile == "off"
@@ -35,7 +35,7 @@ def test_default_config_composes(make_config):
     ],
 )
 def test_every_builtin_model_composes(make_config, choice, kind, shape):
-    cfg = make_config(f"model={choice}")
+    cfg = make_config(f"model={choice}", "device=cpu")  # the transformer's cpu sizes
     assert type(cfg.model) is kind
     assert cfg.model.input.shape == shape
 
@@ -83,7 +83,8 @@ def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
         (["amp=maybe"], "amp=maybe: unknown value; allowed: off, bf16, fp16, true, false"),
         (["compile=fast"], "compile=fast: unknown value; allowed: off, default"),
         (["mode=eval"], "mode=eval: unknown value; allowed: train, infer"),
-        (["device=tpu"], "device=tpu: unknown value; allowed: auto, cpu, cuda"),
+        # device is a config group: device=tpu is refused by Hydra (tests/test_device_defaults.py)
+        (["device=cpu", "cuda_defaults=true"], "cuda_defaults=true: does not match the device"),
         (["num_workers=-1"], "num_workers=-1: too small; allowed: >= 0"),
         (["threads=0"], "threads=0: too small; allowed: >= 1"),
         (["matmul_precision=low"], "matmul_precision=low: unknown value"),

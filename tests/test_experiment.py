@@ -1,17 +1,22 @@
-"""Sweeps end to end through perflab's Hydra launcher, on the spin ground truth."""
+"""Sweeps end to end through perflab's Hydra launcher, on the spin ground truth, on the
+CPU (the same sweep on a GPU: tests/test_cuda.py)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+from console_scripts import command
+from tiny import cpu_runs_fp16_natively
 
 from perflab.analysis import analyze_dir
 from perflab.records import load_record
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
+PERFLAB = command("perflab")
 FAST = (
+    "device=cpu",
     "preset=quick",
     "schedule.min_rounds=3",
     "schedule.max_rounds=3",
@@ -24,7 +29,7 @@ FAST = (
 
 def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PERFLAB, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        [*PERFLAB, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
     )
 
 
@@ -67,7 +72,9 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert "**SLOWER**" in text and "## Profiles (separate, untimed trials)" in text
     assert "## Where the difference comes from" in text and "Diagnosis: **" in text
     # traces travel with a published report: its links stay relative and valid
-    assert "](traces/0.json.gz)" in text and (published / "traces" / "0.json.gz").exists()
+    # (one folder per variant, named by it, for TensorBoard's run list and HTA)
+    assert "](traces/model.step_us=2000/perflab.pt.trace.json.gz)" in text
+    assert (published / "traces" / "model.step_us=2000" / "perflab.pt.trace.json.gz").exists()
     assert (root / "0" / "profile" / "profile.json").exists()
     assert not (root / "sentinel" / "profile").exists()
     assert (published / "forest.png").exists() and (published / "comparisons.csv").exists()
@@ -117,6 +124,8 @@ def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
 
 
 def test_an_impossible_variant_stops_the_sweep_before_measuring(tmp_path):
+    if cpu_runs_fp16_natively():
+        pytest.skip("this CPU runs fp16 autocast natively: nothing to refuse")
     result = perflab(tmp_path, "model=mlp", "amp=off,fp16", *FAST)
     assert result.returncode == 2
     assert result.stderr.strip().startswith("perflab: error: amp=fp16: unwise on this cpu")
@@ -135,9 +144,10 @@ def test_ctrl_c_keeps_finished_trials_and_writes_a_partial_summary(tmp_path):
 
     proc = subprocess.Popen(
         [
-            PERFLAB,
+            *PERFLAB,
             "-m",
             "+experiment=spin_ratio",
+            "device=cpu",
             "preset=quick",
             "trial.warmup_s=0",
             "trial.min_s=0",

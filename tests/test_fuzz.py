@@ -39,6 +39,10 @@ from sweeps import make_sweep
 from perflab import cli, config, launcher, outcome
 from perflab.errors import ConfigError, PerflabError, format_value
 
+# Device-agnostic: the inputs are what a user types, device=auto included, and each must be
+# refused the same way on any machine (the whole file passed on the H100 as it does here).
+pytestmark = pytest.mark.device_agnostic
+
 # Deterministic and database-free: CI sees the same examples on every run, and a failure
 # reproduces from the test alone. Budgets keep this file well under a minute on 2 cores.
 FUZZ = settings(

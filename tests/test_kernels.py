@@ -247,15 +247,18 @@ def test_the_profiler_names_the_custom_op():
 
 
 def test_fused_without_triton_is_a_config_error_and_on_cpu_a_warning(make_config, monkeypatch):
-    assert any("Triton's interpreter" in w for w in resolve(make_config("fused=triton")).warnings)
-    assert not any("Triton" in w for w in resolve(make_config("fused=off")).warnings)
+    def warnings(fused: str) -> list[str]:
+        return resolve(make_config("device=cpu", f"fused={fused}")).warnings
+
+    assert any("Triton's interpreter" in w for w in warnings("triton"))
+    assert not any("Triton" in w for w in warnings("off"))
     real = __import__("importlib.util").util.find_spec
     monkeypatch.setattr(
         "perflab.resolve.importlib.util.find_spec",
         lambda name, *a: None if name == "triton" else real(name, *a),
     )
     with pytest.raises(ConfigError, match=r"fused=triton: .*pip install triton"):
-        resolve(make_config("fused=true"))
+        resolve(make_config("device=cpu", "fused=true"))
 
 
 @pytest.mark.parametrize("mode", ["train", "infer"])
@@ -292,3 +295,54 @@ def test_the_report_labels_interpreted_variants(tmp_path):
     assert len(labelled) == 2, labelled  # the headline and the variant's row
     assert labelled[0].startswith(f"- {treated.label} vs amp=off")
     assert labelled[1].startswith(f"| {treated.label} |")
+
+
+@pytest.mark.parametrize("shape", [(37, 48), (0, 16), (1, 1000)], ids=str)
+def test_layer_norm_backward_kernel_covers_partial_programs_odd_widths_and_no_rows(shape):
+    # rows split over programs with a shorter last one, a width that is not a power of
+    # two, no rows at all, one row: each against eager's gradients
+    torch.manual_seed(0)
+    x = torch.randn(*shape) * 2 + 0.5
+    w, b = torch.randn(shape[-1]), torch.randn(shape[-1])
+    grad = torch.randn(*shape)
+    fx, fw, fb = leaves(x, w, b)
+    ex, ew, eb = leaves(x, w, b)
+    calls = CALLS["layer_norm_backward"]
+    ops.layer_norm(fx, fw, fb, 1e-5)[0].backward(grad)
+    F.layer_norm(ex, (shape[-1],), ew, eb, 1e-5).backward(grad)
+    assert CALLS["layer_norm_backward"] == calls + 1  # the Triton backward ran
+    assert_close(fx.grad, ex.grad)
+    assert_sum_close(fw.grad, ew.grad)
+    assert_sum_close(fb.grad, eb.grad)
+
+
+def test_layer_norm_backward_opcheck():
+    x, w = torch.randn(3, 5, 32), torch.randn(32)
+    _, mean, rstd = ops.layer_norm(x, w, torch.randn(32), 1e-5)
+    torch.library.opcheck(ops.layer_norm_backward, [torch.randn(3, 5, 32), x, w, mean, rstd])
+
+
+def test_the_layer_norm_backward_kernel_compiles_for_cuda_without_a_gpu(tmp_path):
+    script = textwrap.dedent(
+        """
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        import perflab.kernels._triton as k
+        fn = k.perflab_layer_norm_bwd_kernel
+        signature = {n: "*bf16" for n in ["g_ptr", "x_ptr", "w_ptr", "dx_ptr"]}
+        signature |= {n: "*fp32" for n in ["mean_ptr", "rstd_ptr", "dw_ptr", "db_ptr"]}
+        signature |= {"n_rows": "i32", "n_cols": "i32", "rows_per_program": "i32"}
+        source = ASTSource(
+            fn=fn,
+            signature={**signature, "BLOCK": "constexpr"},
+            constexprs={(fn.arg_names.index("BLOCK"),): 1024},
+        )
+        print(triton.compile(source, target=GPUTarget("cuda", 90, 32)).metadata.name)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["perflab_layer_norm_bwd_kernel"]

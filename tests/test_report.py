@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from console_scripts import command
 from sweeps import make_sweep
 
 from perflab.report import load, write_report
 from perflab.report.markdown import esc
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report.md"
-PERFLAB_REPORT = str(Path(sys.executable).parent / "perflab-report")
+PERFLAB_REPORT = command("perflab-report")
 
 
 def test_report_markdown_matches_the_golden_file(tmp_path):
@@ -66,13 +67,13 @@ def test_an_unfinished_sweep_is_reported_as_such(tmp_path):
 def test_perflab_report_command(tmp_path):
     make_sweep(tmp_path / "sweep")
     result = subprocess.run(
-        [PERFLAB_REPORT, str(tmp_path / "sweep"), "--out", str(tmp_path / "published")],
+        [*PERFLAB_REPORT, str(tmp_path / "sweep"), "--out", str(tmp_path / "published")],
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "published" / "report.md").exists()
-    bad = subprocess.run([PERFLAB_REPORT, str(tmp_path)], capture_output=True, text=True)
+    bad = subprocess.run([*PERFLAB_REPORT, str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a perflab sweep directory" in bad.stderr
 
 
@@ -92,7 +93,7 @@ def test_fail_on_gates_exit_1_only_when_they_match(tmp_path):
     def gate(*names: str) -> subprocess.CompletedProcess[str]:
         flags = [x for n in names for x in ("--fail-on", n)]
         return subprocess.run(
-            [PERFLAB_REPORT, str(tmp_path), *flags], capture_output=True, text=True
+            [*PERFLAB_REPORT, str(tmp_path), *flags], capture_output=True, text=True
         )
 
     assert gate("slower", "numerics", "inconclusive").returncode == 0
@@ -108,7 +109,7 @@ def against(tmp_path, *flags: str, **new: object) -> subprocess.CompletedProcess
     make_sweep(tmp_path / "old")
     make_sweep(tmp_path / "new", seed=1, **new)
     return subprocess.run(
-        [PERFLAB_REPORT, str(tmp_path / "new"), "--against", str(tmp_path / "old"), *flags],
+        [*PERFLAB_REPORT, str(tmp_path / "new"), "--against", str(tmp_path / "old"), *flags],
         capture_output=True,
         text=True,
     )

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import console_scripts
 import pytest
 
 from perflab import resume
@@ -20,8 +21,9 @@ from perflab.errors import ConfigError
 from perflab.isolation import run_isolated
 from perflab.records import MIN_FREE_BYTES, check_writable, load_record
 
-BIN = Path(sys.executable).parent
-# The model of tests/faulty.py on short trial settings
+PERFLAB = console_scripts.command("perflab")
+# The model of tests/faulty.py on short trial settings, on the CPU: its oom fault raises
+# the error a full GPU would, without a GPU
 BASE = (
     "model=custom",
     "model._target_=tests.faulty.build",
@@ -33,6 +35,7 @@ BASE = (
     "trial.warmup_steps=2",
     "trial.warmup_s=0",
     "trial.min_steps=5",
+    "device=cpu",  # last: the resume hint the tests read starts with model=custom
 )
 FAULTY = (*BASE, "trial.min_s=0")  # ~0.1 s per trial
 ROUNDS = ("schedule.min_rounds=3", "schedule.max_rounds=3")
@@ -40,7 +43,7 @@ ROUNDS = ("schedule.min_rounds=3", "schedule.max_rounds=3")
 
 def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "perflab"), "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [*PERFLAB, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=300
     )
 
 
@@ -119,9 +122,7 @@ def test_every_kind_of_failed_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     }
     for name, text in bad.items():
         (sweep / name).write_text(text)
-    report_run = subprocess.run(
-        [str(BIN / "perflab-report"), str(sweep)], capture_output=True, text=True, timeout=120
-    )
+    report_run = console_scripts.run("perflab-report", str(sweep), timeout=120)
     assert report_run.returncode == 0, report_run.stderr
     notes = (sweep / "report.md").read_text().split("## Failures and notes")[1]
     for name in bad:
@@ -147,7 +148,7 @@ def interrupt_mid_trial(tmp_path: Path, sweep: Path, to_group: bool, sig: int) -
     Returns (completed process, trials started, process group)."""
     started = tmp_path / "started.log"
     proc = subprocess.Popen(
-        [str(BIN / "perflab"), "-m", *SLOW, f"+model.args.started_log={started}"]
+        [*PERFLAB, "-m", *SLOW, f"+model.args.started_log={started}"]
         + [f"hydra.sweep.dir={sweep}"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -440,7 +441,7 @@ def test_a_full_disk_or_an_unwritable_directory_stops_before_measuring(tmp_path)
         (["hydra.run.dir=run"], "/run: only 1.0 MB free on its disk"),
     ]
     for i, (args, message) in enumerate(cases):
-        cmd = [sys.executable, "-c", FULL_DISK] if i >= 2 else [str(BIN / "perflab")]
+        cmd = [sys.executable, "-c", FULL_DISK] if i >= 2 else [*PERFLAB]
         result = subprocess.run(
             [*cmd, *args, *FAULTY], cwd=tmp_path, capture_output=True, text=True, timeout=120
         )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from console_scripts import command
 from sweeps import make_sweep
 
 from perflab.errors import ConfigError
@@ -16,10 +16,11 @@ from perflab.records import write_json_atomic
 from perflab.report.merge import write_merged_report
 from perflab.scaleout import Group, check_group_by, split
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
-REPORT = str(Path(sys.executable).parent / "perflab-report")
+PERFLAB = command("perflab")
+REPORT = command("perflab-report")
 FAST = (
     "+experiment=spin_ratio",
+    "device=cpu",
     "model.step_us=200,300",
     "schedule.treatments={model.step_us:200}",
     "preset=quick",
@@ -94,11 +95,11 @@ def test_merged_report_compares_step_times_on_equal_machines(tmp_path):
 def test_report_cli_gates_over_every_group(tmp_path):
     _grouped(tmp_path, torch_b="2.13.0+cpu")
     result = subprocess.run(
-        [REPORT, str(tmp_path), "--fail-on", "not-faster"], capture_output=True, text=True
+        [*REPORT, str(tmp_path), "--fail-on", "not-faster"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     result = subprocess.run(
-        [REPORT, str(tmp_path), "--fail-on", "inconclusive", "--fail-on", "unreliable"],
+        [*REPORT, str(tmp_path), "--fail-on", "inconclusive", "--fail-on", "unreliable"],
         capture_output=True,
         text=True,
     )
@@ -126,7 +127,7 @@ def _layout(root: Path) -> set[str]:
 def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
     root = tmp_path / "multirun" / "grouped"
     command = [
-        PERFLAB,
+        *PERFLAB,
         "-m",
         *FAST,
         "batch_size=1,2",
@@ -144,7 +145,7 @@ def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
     single_cwd = tmp_path / "single"
     single_cwd.mkdir()
     single = subprocess.run(
-        [PERFLAB, "-m", *FAST, "batch_size=1"],
+        [*PERFLAB, "-m", *FAST, "batch_size=1"],
         cwd=single_cwd,
         capture_output=True,
         text=True,

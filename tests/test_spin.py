@@ -153,8 +153,7 @@ def _event_time_us(model: torch.nn.Module, x: torch.Tensor) -> float:
     return start.elapsed_time(end) * 1000
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_cuda_forward_spins_step_us_on_the_device():
     x = torch.ones(1, device="cuda")
     base, slower = spin(2000).cuda(), spin(2100).cuda()

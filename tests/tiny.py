@@ -1,7 +1,9 @@
 """Overrides shared by tests that run whole trials."""
 
-# A workload small enough that a whole trial takes well under a second.
+# A workload small enough that a whole trial takes well under a second, on the CPU: the
+# default tier names its device (tests/conftest.py), and device=auto would pick a GPU.
 TINY = (
+    "device=cpu",
     "model=mlp",
     "model.in_features=16",
     "model.hidden=16",
@@ -14,3 +16,11 @@ TINY = (
     "trial.min_s=0",
     "trial.max_s=2",
 )
+
+
+def cpu_runs_fp16_natively() -> bool:
+    """perflab refuses amp=fp16 on a CPU that only emulates it; the tests of that refusal
+    skip on a CPU with AVX512-FP16 or AMX-FP16 (perflab.resolve's own check)."""
+    from perflab.resolve import _cpu_has_fast_fp16
+
+    return _cpu_has_fast_fp16()

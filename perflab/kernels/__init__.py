@@ -1,11 +1,15 @@
 """perflab's own fused Triton kernels, the knob ``fused=triton``.
 
 - ``_triton.py``: the ``@triton.jit`` kernels (bias + exact GELU forward and backward,
-  LayerNorm forward), imported lazily: Triton is optional, and on CPU it must be told to
-  interpret before the kernels are decorated.
+  LayerNorm forward and backward), imported lazily: Triton is optional, and on CPU it
+  must be told to interpret before the kernels are decorated.
 - ``ops.py``: the kernels as torch custom ops (``perflab::bias_gelu``,
-  ``perflab::bias_gelu_backward``, ``perflab::layer_norm``), their tolerance table and
-  the call counter behind the trial's evidence.
+  ``perflab::bias_gelu_backward``, ``perflab::layer_norm``,
+  ``perflab::layer_norm_backward``), their tolerance table and the call counter behind
+  the trial's evidence.
+
+Not a speed-up as measured: on an H100 the bf16 transformer step ran 0.512x of eager
+with them (docs/configuration.md); ``benchmarks/kernels.py`` measures them on a GPU.
 - ``modules.py``: FusedLinearGELU, FusedLayerNorm and ``fuse_model``.
 
 Importing this package needs torch, not Triton.

@@ -1,4 +1,5 @@
-"""The Triton kernels and their launchers. Imported only through ``ops.load``.
+"""The Triton kernels (bias + GELU forward and backward, LayerNorm forward and backward)
+and their launchers. Imported only through ``ops.load``.
 
 When TRITON_INTERPRET is read (triton 3.7.1, read in its source and checked by
 tests/test_kernels.py): ``triton.knobs.runtime.interpret`` reads os.environ afresh on
@@ -25,6 +26,8 @@ dtype, so fp32, bf16 and fp16 inputs share one code path.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -92,6 +95,52 @@ def perflab_layer_norm_fwd_kernel(
     tl.store(rstd_ptr + row, rstd)
 
 
+@triton.jit
+def perflab_layer_norm_bwd_kernel(
+    g_ptr,
+    x_ptr,
+    w_ptr,
+    mean_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_ptr,
+    db_ptr,
+    n_rows,
+    n_cols,
+    rows_per_program,
+    BLOCK: tl.constexpr,
+):
+    # Each program takes rows_per_program consecutive rows: the input gradient of each
+    # row in one pass over it, and the weight and bias gradients summed over its rows in
+    # registers, written once as the program's row of (programs, n_cols) fp32 partials
+    # (summed by the launcher): no atomics, no second pass over x and the gradient.
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.full([BLOCK], 0.0, tl.float32)  # tl.zeros is @jit: see the docstring
+    db = tl.full([BLOCK], 0.0, tl.float32)
+    for i in range(0, rows_per_program):
+        row = pid * rows_per_program + i
+        live = row < n_rows
+        m = mask & live
+        x = tl.load(x_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+        g = tl.load(g_ptr + row * n_cols + cols, mask=m, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + row, mask=live, other=0.0)
+        rstd = tl.load(rstd_ptr + row, mask=live, other=0.0)
+        xhat = tl.where(m, (x - mean) * rstd, 0.0)
+        gw = g * w
+        # dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), the means over the row
+        c1 = tl.reduce(xhat * gw, 0, _sum_combine) / n_cols
+        c2 = tl.reduce(gw, 0, _sum_combine) / n_cols
+        dx = (gw - (xhat * c1 + c2)) * rstd
+        tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=m)
+        dw += g * xhat
+        db += g
+    tl.store(dw_ptr + pid * n_cols + cols, dw, mask=mask)
+    tl.store(db_ptr + pid * n_cols + cols, db, mask=mask)
+
+
 def interpreted() -> bool:
     """Whether the kernels were decorated in interpreter mode (decided at import)."""
     return type(perflab_bias_gelu_fwd_kernel).__name__ == "InterpretedFunction"
@@ -119,6 +168,30 @@ def bias_gelu_backward(grad: torch.Tensor, x: torch.Tensor, bias: torch.Tensor) 
     return out
 
 
+def _row_warps(block: int) -> int:
+    """Warps for a program that holds one row of ``block`` elements: one per 256
+    elements, between 1 and 8 (the rule of Triton's LayerNorm tutorial). Triton's default
+    of 4 leaves warps without work on narrow rows (the small transformer's 128) and runs
+    out of registers on rows of several thousand."""
+    return min(max(block // 256, 1), 8)
+
+
+# Programs of the LayerNorm backward per streaming multiprocessor: each keeps a row of
+# partial weight/bias sums, so more programs mean more partials to add up at the end;
+# 4 per SM keeps the loads of several rows in flight on every SM.
+_LN_BWD_PROGRAMS_PER_SM = 4
+# in Triton's interpreter every program is a Python loop; a few suffice
+_LN_BWD_PROGRAMS_INTERPRETED = 8
+
+
+@functools.cache
+def _ln_bwd_programs(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _LN_BWD_PROGRAMS_INTERPRETED
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return _LN_BWD_PROGRAMS_PER_SM * sms
+
+
 def layer_norm(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -130,7 +203,46 @@ def layer_norm(
     mean = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if rows:
+        block = triton.next_power_of_2(n_cols)
         perflab_layer_norm_fwd_kernel[(rows,)](
-            x, weight, bias, out, mean, rstd, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols)
+            x, weight, bias, out, mean, rstd, n_cols, eps, BLOCK=block, num_warps=_row_warps(block)
         )
     return out, mean, rstd
+
+
+def layer_norm_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of LayerNorm with respect to x (in x's dtype), weight and bias (fp32),
+    from contiguous tensors and the forward's fp32 mean and 1/std."""
+    n_cols = x.shape[-1]
+    rows = x.numel() // n_cols if n_cols else 0
+    dx = torch.empty_like(x)
+    if not rows:
+        zeros = torch.zeros(n_cols, dtype=torch.float32, device=x.device)
+        return dx, zeros, zeros.clone()
+    per_program = triton.cdiv(rows, min(rows, _ln_bwd_programs(x.device)))
+    programs = triton.cdiv(rows, per_program)
+    partial_dw = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device)
+    partial_db = torch.empty_like(partial_dw)
+    block = triton.next_power_of_2(n_cols)
+    perflab_layer_norm_bwd_kernel[(programs,)](
+        grad,
+        x,
+        weight,
+        mean,
+        rstd,
+        dx,
+        partial_dw,
+        partial_db,
+        rows,
+        n_cols,
+        per_program,
+        BLOCK=block,
+        num_warps=_row_warps(block),
+    )
+    return dx, partial_dw.sum(0), partial_db.sum(0)

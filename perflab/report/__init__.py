@@ -25,14 +25,15 @@ def write_report(
 ) -> Path:
     """Write report.md with its PNG plots, the CSV exports and summary.json; return the
     report's path. ``extra``: markdown lines added before the method (e.g. --against)."""
+    from perflab.report.artifacts import publish
     from perflab.report.markdown import render
     from perflab.report.plots import draw_all
 
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
-    traces = _trace_links(report, out)
+    files = publish(report, out)
     extra = incidents(report) + (extra or [])
-    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra, traces))
+    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra, files))
     for name, filename in CSV_FILES.items():
         getattr(report, name).to_csv(out / filename, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)
@@ -58,26 +59,6 @@ def incidents(report: Report) -> list[str]:
         for r in report.experiment.resumed
     ]
     return ["## Failures and notes", "", *lines, ""] if lines else []
-
-
-def _trace_links(report: Report, out: Path) -> dict[str, str]:
-    """Relative links to each variant's profiler trace; traces are copied next to a
-    report published outside the sweep directory, so its links keep working."""
-    import shutil
-
-    links = {}
-    for v in report.experiment.plan.variants:
-        profile = report.profiles.get(v.name)
-        if not profile or not profile.get("trace"):
-            continue
-        source = report.sweep_dir / v.dir / "profile" / profile["trace"]
-        if out.resolve() == report.sweep_dir.resolve():
-            links[v.name] = f"{v.dir}/profile/{profile['trace']}"
-        elif source.exists():
-            (out / "traces").mkdir(exist_ok=True)
-            shutil.copyfile(source, out / "traces" / f"{v.dir}.json.gz")
-            links[v.name] = f"traces/{v.dir}.json.gz"
-    return links
 
 
 __all__ = ["Report", "load", "write_report", "incidents", "REPORT_FILE"]

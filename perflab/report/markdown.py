@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from perflab.report.artifacts import ProfilerFiles, files_section
 from perflab.report.profiles import profiles_section, why_section
 from perflab.report.resources import resources_section
 from perflab.report.tables import Report, first_ok
@@ -340,10 +341,10 @@ def render(
     report: Report,
     plots: list[tuple[str, str]] | None = None,
     extra: list[str] | None = None,
-    traces: dict[str, str] | None = None,
+    files: ProfilerFiles | None = None,
 ) -> str:
-    """The markdown; ``plots`` are (file name, title) of PNGs written beside it, ``traces``
-    the relative links of the profiler traces by variant name."""
+    """The markdown; ``plots`` are (file name, title) of PNGs written beside it, ``files``
+    the relative links of the profiler's traces and memory snapshots."""
     s = report.summary
     lines = ["# perflab report", ""]
     if s["stop_reason"] in ("running", "interrupted", "config error"):
@@ -391,7 +392,9 @@ def render(
             lines += [f"### {title}", "", f"![{title}]({name})", ""]
     lines += resources_section(report)
     lines += why_section(report)
-    lines += profiles_section(report, traces or {})
+    files = files or ProfilerFiles()
+    lines += profiles_section(report, files.traces)
+    lines += files_section(report, files)
     lines += ["## Numerics", "", *numerics_table(report), ""]
     lines += ["## Evidence and conditions", "", *conditions_section(report), ""]
     lines += extra or []

@@ -59,9 +59,45 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
             ]
             for op in p["top_ops"][:8]
         ]
-        lines += table(["top operator", "family", "calls", "self ms", "input shapes"], rows)
+        heading = "device ms" if p["device"] == "cuda" else "self ms"
+        lines += table(["top operator", "family", "calls", heading, "input shapes"], rows)
+        lines += _kernel_lines(p) + _host_lines(p)
         lines += ["", *_diagnosis_lines(report, v.name, p), ""]
     return lines
+
+
+def _kernel_lines(profile: dict[str, Any]) -> list[str]:
+    """CUDA: the costliest kernels, each with the operator that launched it."""
+    kernels = profile.get("top_kernels") or []
+    if not kernels:
+        return []
+    rows = [
+        [
+            esc(k["name"][:70]),
+            esc(k["family"]),
+            esc(k["launched_by"][:40]),
+            str(k["count"]),
+            f"{k['device_us'] / 1e3:.2f}",
+        ]
+        for k in kernels[:8]
+    ]
+    return ["", *table(["top kernel", "family", "launched by", "count", "device ms"], rows)]
+
+
+def _host_lines(profile: dict[str, Any]) -> list[str]:
+    """Host-side record_function ranges: CPU wall time around work, not work."""
+    ranges = [
+        r for r in profile.get("host_annotations") or [] if not r["name"].startswith("perflab/")
+    ]
+    if not ranges:
+        return []
+    rows = [[esc(r["name"][:60]), str(r["count"]), f"{r['cpu_us'] / 1e3:.2f}"] for r in ranges[:5]]
+    return [
+        "",
+        "Host-side ranges (record_function; CPU wall time, inclusive, not device work):",
+        "",
+        *table(["range", "count", "CPU ms"], rows),
+    ]
 
 
 def why_section(report: Report) -> list[str]:
@@ -94,9 +130,11 @@ def why_section(report: Report) -> list[str]:
     return [
         "## Where the difference comes from",
         "",
-        "From the separate profiling trials (self time per kernel family per step), set "
-        "against the timed difference of median steps; the profiler's own overhead and "
-        "time outside operators make up the unexplained part.",
+        "From the separate profiling trials (per step: on CUDA the device time of every "
+        "kernel, copy and fill, each counted once; on CPU the operators' self time, by "
+        "family), set against the timed difference of median steps. The unexplained part "
+        "is what the families do not hold: device idle time (on CPU, time outside "
+        "operators) and the profiler's own overhead.",
         "",
         *lines,
         "",
