@@ -75,8 +75,7 @@ def profile(job: Path) -> dict[str, Any]:
 
 
 def family_names(prof: dict[str, Any]) -> list[str]:
-    """The kernel families a profile names (the time attributed to each is not checked
-    here: perflab/profiling.py's attribution is being reworked)."""
+    """The kernel families a profile names."""
     return [name for key, value in prof.items() if key.startswith("families") for name in value]
 
 
@@ -262,6 +261,19 @@ def test_inductor_triton_kernels_are_a_family_in_the_profile(compile_sweep):
     jobs = job_dirs(compile_sweep)
     assert any("triton" in name for name in family_names(profile(jobs["compile=reduce-overhead"])))
     assert not any("inductor" in name for name in family_names(profile(jobs["compile=off"])))
+
+
+def test_every_kernel_is_counted_once_in_the_profile(compile_sweep):
+    # the attribution's promise, on a trace made here (tests/test_attribution.py holds
+    # it on the H100 traces): the families add up to the trace's kernel, copy and fill
+    # time, and idle comes from those events only
+    jobs = job_dirs(compile_sweep)
+    for job in (jobs["compile=off"], jobs["compile=reduce-overhead"]):
+        p = profile(job)
+        assert sum(p["families_us"].values()) == pytest.approx(p["device_total_us"], rel=0.01)
+        assert p["busy"]["basis"].startswith("CUDA kernels, copies and fills")
+        assert 0 < p["busy"]["busy_share"] <= 1
+        assert not [op for op in p["top_ops"] if op["name"].startswith(("##", "ProfilerStep"))]
 
 
 def test_reduce_overhead_replays_cuda_graphs(compile_sweep):
