@@ -71,14 +71,11 @@ def family_of(kernel: str, category: str, launcher: str | None) -> str:
     the kernel's own name; copies and fills are data movement whoever launched them."""
     if category in ("gpu_memcpy", "gpu_memset"):
         return "memcpy/memset"
-    if launcher is not None:
-        by_launcher = classify(launcher)
-        if by_launcher not in UNINFORMATIVE and by_launcher != "perflab phase":
-            return by_launcher
+    by_launcher = classify(launcher) if launcher is not None else "other"
+    if by_launcher not in (*UNINFORMATIVE, "perflab phase"):
+        return by_launcher
     by_name = classify(kernel)
-    if by_name != "other":
-        return by_name
-    return classify(launcher) if launcher is not None else "other"
+    return by_name if by_name != "other" else by_launcher
 
 
 def device_events(trace: dict[str, Any]) -> list[DeviceEvent]:
