@@ -16,7 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
+# the console script found as the tests find it (tests/console_scripts.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from console_scripts import command  # noqa: E402
+
+PERFLAB = command("perflab")
 
 
 def main() -> None:
@@ -27,7 +31,7 @@ def main() -> None:
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as cwd:
             start = time.perf_counter()
-            subprocess.run([PERFLAB], cwd=cwd, check=True, capture_output=True)
+            subprocess.run([*PERFLAB], cwd=cwd, check=True, capture_output=True)
             walls.append(time.perf_counter() - start)
     print(
         f"perflab (default workload and preset), {args.runs} runs: median "

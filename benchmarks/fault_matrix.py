@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
+# the console scripts found as the tests find them (tests/console_scripts.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from console_scripts import command  # noqa: E402
+from processes import alive, descendants  # noqa: E402
+
+PERFLAB, PERFLAB_REPORT = command("perflab"), command("perflab-report")
 ROUNDS = 4
 COMMON = (
     "model=custom",
@@ -62,7 +69,7 @@ HEALTHY = (
 
 def perflab(cwd: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "perflab"), "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        [*PERFLAB, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=600
     )
 
 
@@ -116,7 +123,7 @@ def interrupt(root: Path, name: str, sig: int, to_group: bool, reference: dict) 
     sweep, log = root / name, root / f"{name}.log"
     args = [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"]
     proc = subprocess.Popen(
-        [str(BIN / "perflab"), "-m", *args],
+        [*PERFLAB, "-m", *args],
         cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -160,7 +167,7 @@ def corrupt(root: Path, reference: dict) -> dict[str, Any]:
     )
     before = {p: t for p, t in finished(sweep).items() if p != truncated}
     report = subprocess.run(
-        [str(BIN / "perflab-report"), str(sweep)], capture_output=True, text=True, timeout=300
+        [*PERFLAB_REPORT, str(sweep)], capture_output=True, text=True, timeout=300
     )
     again = perflab(root, [*args, f"hydra.sweep.dir={sweep}"])
     after = finished(sweep)
@@ -177,6 +184,226 @@ def corrupt(root: Path, reference: dict) -> dict[str, Any]:
         f"{sum(n in report.stderr for n in ('r002.json', 'r099.json', 'r098.json'))}/3; "
         f"truncated one named and re-measured: "
         f"{f'skipping {truncated}' in again.stderr and truncated in after}",
+    }
+
+
+def start(root: Path, args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*PERFLAB, "-m", *args],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_started(log: Path, count: int, proc: subprocess.Popen[str]) -> None:
+    while started(log) < count and proc.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.1)
+
+
+def killed(root: Path, name: str, sig: int, reference: dict) -> dict[str, Any]:
+    """kill -9 of the sweep process alone, or SIGHUP to its process group (a dropped SSH
+    session), while the second trial of round 3 runs; then the same command."""
+    sweep, log = root / name, root / f"{name}.log"
+    args = [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"]
+    proc = start(root, args)
+    wait_started(log, 8, proc)
+    before, helpers = finished(sweep), descendants(proc.pid)
+    if sig == signal.SIGKILL:
+        proc.kill()
+    else:
+        os.killpg(proc.pid, sig)
+    proc.communicate(timeout=600)
+    left = alive(helpers, wait_s=5)
+    time.sleep(1)  # longer than the trial had left: an orphan would have written by now
+    after = finished(sweep)
+    resumed = perflab(root, args)
+    console = (sweep / "console.log").read_text() if (sweep / "console.log").exists() else ""
+    return {
+        "fault": name,
+        "exit": f"{proc.returncode} then {resumed.returncode}",
+        "kept": f"{sum(after.get(p) == t for p, t in before.items())}/{len(before)}",
+        "no_record_for_interrupted": set(after) == set(before),
+        "same_layout": layout(sweep) == reference,
+        "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+        "note": f"processes left after 5 s: {len(left)} of {len(helpers)}"
+        + ("; resume command in console.log" if "resume with:" in console else ""),
+    }
+
+
+def concurrent(root: Path, reference: dict) -> dict[str, Any]:
+    """A second perflab (another experiment) on a sweep directory while the first runs."""
+    sweep, log = root / "concurrent", root / "concurrent.log"
+    args = [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"]
+    first = start(root, args)
+    wait_started(log, 2, first)
+    other = [a.replace("2000,2100", "2000,9000") for a in args]
+    second = perflab(root, other)
+    first.communicate(timeout=600)
+    labels = set(layout(sweep))
+    return {
+        "fault": "concurrent",
+        "exit": f"first {first.returncode}, second {second.returncode}",
+        "kept": f"{len(finished(sweep))}/{started(log)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": layout(sweep) == reference,
+        "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+        "note": f"second refused in one line: {len(second.stderr.strip().splitlines()) == 1}; "
+        f"another experiment's variant mixed in: {'model.args.step_us=9000' in labels}",
+    }
+
+
+def code_edit(root: Path) -> dict[str, Any]:
+    """The model's module edited (no git) between a finished session and a resume."""
+    source = (Path(__file__).resolve().parents[1] / "tests" / "faulty.py").read_text()
+    work = root / "code_edit"
+    work.mkdir()
+    (work / "mymodel.py").write_text(source)
+    args = [a.replace("tests.faulty.build", "mymodel.build") for a in HEALTHY]
+    args += [f"hydra.sweep.dir={work / 'sweep'}"]
+    first = perflab(work, args)
+    before = finished(work / "sweep")
+    (work / "mymodel.py").write_text(source + "\n# tuned\n")
+    edited = perflab(work, args)
+    return {
+        "fault": "code_edit",
+        "exit": f"{first.returncode} then {edited.returncode}",
+        "kept": f"{sum(finished(work / 'sweep').get(p) == t for p, t in before.items())}"
+        f"/{len(before)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": json.loads((work / "sweep" / "summary.json").read_text())["stop_reason"],
+        "note": edited.stderr.strip().splitlines()[-1].split(": ", 3)[-1][:90],
+    }
+
+
+def disk_full(root: Path) -> dict[str, Any]:
+    """A 60 MB tmpfs filled while the second trial runs; then space freed and resumed."""
+    disk = root / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=60m", "tmpfs", str(disk)]
+    if subprocess.run(mount, capture_output=True).returncode != 0:
+        return {
+            "fault": "disk_full",
+            "exit": "-",
+            "kept": "-",
+            "no_record_for_interrupted": "-",
+            "same_layout": "-",
+            "stop": "-",
+            "note": "skipped: cannot mount a tmpfs here",
+        }
+    try:
+        sweep, log = disk / "sweep", root / "disk_full.log"
+        args = [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"]
+        proc = start(root, args)
+        wait_started(log, 2, proc)
+        before = finished(sweep)
+        filler = disk / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 2**20)
+                    f.flush()
+            except OSError:
+                pass
+        _, err = proc.communicate(timeout=600)
+        half_written = list(sweep.rglob("*.tmp")) + [
+            p
+            for p in sweep.rglob("*")
+            if p.is_file() and p.stat().st_size == 0 and p.name != ".perflab.lock"
+        ]
+        filler.unlink()
+        resumed = perflab(root, args)
+        after = finished(sweep)
+        return {
+            "fault": "disk_full",
+            "exit": f"{proc.returncode} then {resumed.returncode}",
+            "kept": f"{sum(after.get(p) == t for p, t in before.items())}/{len(before)}",
+            "no_record_for_interrupted": "n/a",
+            "same_layout": len(after) == 3 * ROUNDS,
+            "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+            "note": f"half-written files: {len(half_written)}; resume command printed: "
+            f"{'resume with:' in err}",
+        }
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def pipe_closed(root: Path, reference: dict) -> dict[str, Any]:
+    """`perflab -m ... | head -2`."""
+    sweep, log = root / "pipe", root / "pipe.log"
+    args = [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"]
+    line = " ".join(shlex.quote(a) for a in [*PERFLAB, "-m", *args])
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {line} | head -2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return {
+        "fault": "pipe_closed",
+        "exit": str(done.returncode),
+        "kept": f"{len(finished(sweep))}/{started(log)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": layout(sweep) == reference,
+        "stop": json.loads((sweep / "experiment.json").read_text())["stop_reason"],
+        "note": f"lines on stdout: {len(done.stdout.splitlines())}; report in console.log: "
+        f"{'report: ' in (sweep / 'console.log').read_text()}",
+    }
+
+
+def deleted(root: Path) -> dict[str, Any]:
+    """The sweep directory removed while the second trial runs."""
+    sweep, log = root / "deleted", root / "deleted.log"
+    proc = start(root, [*HEALTHY, f"+model.args.started_log={log}", f"hydra.sweep.dir={sweep}"])
+    wait_started(log, 2, proc)
+    shutil.rmtree(sweep)
+    _, err = proc.communicate(timeout=600)
+    return {
+        "fault": "deleted_dir",
+        "exit": str(proc.returncode),
+        "kept": "n/a",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": "-",
+        "note": f"recreated: {sweep.exists()}; {err.strip().splitlines()[-1][17:80]}",
+    }
+
+
+def bad_dirs(root: Path) -> dict[str, Any]:
+    """Output directories perflab must not write into, in a sweep and a single run."""
+    (root / "a-file").write_text("")
+    foreign = root / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    places = ["/", "/proc", str(root / "a-file"), str(foreign), "x" * 100_000]
+    before = sorted(os.listdir("/"))
+    codes, one_line = [], 0
+    for place in places:
+        for mode, field in ((["-m"], "hydra.sweep.dir"), ([], "hydra.run.dir")):
+            done = subprocess.run(
+                [*PERFLAB, *mode, *COMMON, f"{field}={place}"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            codes.append(done.returncode)
+            one_line += len(done.stderr.strip().splitlines()) == 1
+    return {
+        "fault": "bad_dirs",
+        "exit": "/".join(sorted(set(map(str, codes)))),
+        "kept": "n/a",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": "-",
+        "note": f"{len(codes)} commands, {one_line} one-line errors; / unchanged: "
+        f"{sorted(os.listdir('/')) == before}; foreign dir unchanged: "
+        f"{os.listdir(foreign) == ['notes.txt']}",
     }
 
 
@@ -197,6 +424,14 @@ def main() -> None:
         rows.append(interrupt(root, "sigint", signal.SIGINT, True, reference))
         rows.append(interrupt(root, "sigterm", signal.SIGTERM, False, reference))
         rows.append(corrupt(root, reference))
+        rows.append(killed(root, "kill_9", signal.SIGKILL, reference))
+        rows.append(killed(root, "sighup", signal.SIGHUP, reference))
+        rows.append(concurrent(root, reference))
+        rows.append(code_edit(root))
+        rows.append(disk_full(root))
+        rows.append(pipe_closed(root, reference))
+        rows.append(deleted(root))
+        rows.append(bad_dirs(root))
         spent = time.monotonic() - start
     keys = ["fault", "exit", "kept", "no_record_for_interrupted", "same_layout", "stop", "note"]
     widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in keys[:-1]}

@@ -20,7 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
+# the console script found as the tests find it (tests/console_scripts.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from console_scripts import command  # noqa: E402
+
+PERFLAB = command("perflab")
 SETTINGS = {
     "default preset trials (>= 20 steps, >= 1 s)": (),
     "short trials (>= 5 steps, >= 0.3 s, warm-up 0.2 s)": (
@@ -46,7 +50,7 @@ def main() -> None:
         for name, overrides in SETTINGS.items():
             subprocess.run(
                 [
-                    PERFLAB,
+                    *PERFLAB,
                     "-m",
                     "model=convnet",
                     *overrides,

@@ -15,12 +15,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-PERFLAB = str(Path(sys.executable).parent / "perflab")
+# the console script found as the tests find it (tests/console_scripts.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from console_scripts import command  # noqa: E402
+
+PERFLAB = command("perflab")
 
 
 def p50_p90(threads: int, cwd: str) -> str:
     out = subprocess.run(
-        [PERFLAB, "preset=quick", f"threads={threads}"],
+        [*PERFLAB, "preset=quick", f"threads={threads}"],
         cwd=cwd,
         capture_output=True,
         text=True,

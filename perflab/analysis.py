@@ -91,32 +91,63 @@ class Experiment:
 # Files already warned about in this process: a sweep reads its records several times
 # (resume, summary, report) and should name a bad file once.
 _warned: set[str] = set()
+# what the warning and the report say of a record whose checksum does not match
+EDITED = "changed after it was written: checksum mismatch"
 
 
 def load_trials(
     sweep_dir: Path, plan: Plan, skipped: list[str] | None = None
 ) -> dict[str, dict[int, TrialRecord]]:
-    """Every readable record of every variant, by round. An unreadable file (truncated,
-    not JSON, not a perflab record, a newer schema_version) is skipped with a warning on
-    stderr naming it, and appended to ``skipped`` (path relative to the sweep directory:
-    why), rather than stopping the analysis."""
+    """Every readable record of every variant, by round. A file that cannot be used
+    (truncated, not JSON, not a perflab record, a newer schema_version, a value that
+    makes no sense, a round other than its name's) is skipped with a warning on stderr
+    naming it, and appended to ``skipped`` (path relative to the sweep directory: why),
+    rather than stopping the analysis. A record changed after it was written (checksum)
+    is used, with a warning; analyze lists it."""
     trials: dict[str, dict[int, TrialRecord]] = {}
     for variant in plan.variants:
         by_round: dict[int, TrialRecord] = {}
         for path in sorted((Path(sweep_dir) / variant.dir / "trials").glob("r*.json")):
             try:
-                record = load_record(path)
+                record = _load_trial(path)
             except RecordError as exc:
-                if str(path) not in _warned:
-                    _warned.add(str(path))
-                    print(f"perflab: warning: skipping {exc}", file=sys.stderr)
+                _warn_once(path, f"skipping {exc}")
                 if skipped is not None:
                     why = str(exc).removeprefix(f"{path}: ")
                     skipped.append(f"{path.relative_to(sweep_dir).as_posix()}: {why}")
                 continue
+            if record.edited:
+                _warn_once(path, f"{path}: {EDITED}; its values are used as they are")
             by_round[record.round] = record
         trials[variant.name] = by_round
     return trials
+
+
+def _load_trial(path: Path) -> TrialRecord:
+    """load_record, and the round its file name promises: a copied or renamed record
+    would otherwise take another round's place, or lose its own, without a word."""
+    record = load_record(path)
+    expected = f"r{record.round:03d}.json"
+    if path.name != expected:
+        raise RecordError(f"{path}: round={record.round} belongs in {expected}, not in {path.name}")
+    return record
+
+
+def _warn_once(path: Path, message: str) -> None:
+    if str(path) not in _warned:
+        _warned.add(str(path))
+        print(f"perflab: warning: {message}", file=sys.stderr)
+
+
+def edited_records(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> list[str]:
+    """The records changed after they were written, relative to the sweep directory
+    (load_trials keeps a record only in the file named after its round)."""
+    return [
+        f"{v.dir}/trials/r{r:03d}.json"
+        for v in plan.variants
+        for r, record in sorted(trials[v.name].items())
+        if record.edited
+    ]
 
 
 def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
@@ -250,6 +281,7 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
             "elapsed_s": experiment.elapsed_s,
             "unreliable": unreliable,
             "health": health,
+            "edited_records": edited_records(plan, trials),
             "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
             "sentinel": sentinel,
             "carryover": [
@@ -411,6 +443,31 @@ def analyze_dir(sweep_dir: Path) -> dict[str, Any]:
     return analyze(experiment, load_trials(sweep_dir, experiment.plan))
 
 
+# what analyze and the report read from experiment.json's schedule
+SCHEDULE_KEYS = (
+    "metric",
+    "confidence",
+    "delta",
+    "min_rounds",
+    "max_rounds",
+    "target_half_width",
+    "time_budget_s",
+)
+
+
+def load_experiment(sweep_dir: Path) -> Experiment:
+    """experiment.json, with the schedule settings the analysis reads: an OSError,
+    ValueError, KeyError, TypeError or AttributeError means experiment.json itself is bad
+    (bad records are skipped by load_trials, never blamed on it)."""
+    experiment = Experiment.load(sweep_dir)
+    if not isinstance(experiment.schedule, dict):
+        raise TypeError(f"schedule is {type(experiment.schedule).__name__}, not an object")
+    missing = [k for k in SCHEDULE_KEYS if k not in experiment.schedule]
+    if missing:
+        raise KeyError(f"schedule has no {', '.join(missing)}")
+    return experiment
+
+
 def main(argv: list[str] | None = None) -> None:
     from perflab.console import experiment_table
 
@@ -426,11 +483,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(2)
     try:
-        summary = analyze_dir(sweep_dir)
-    except (ValueError, KeyError, TypeError) as exc:
+        experiment = load_experiment(sweep_dir)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"perflab: error: {sweep_dir / EXPERIMENT_FILE}: unreadable ({exc})", file=sys.stderr)
         sys.exit(2)
-    print(experiment_table(summary))
+    print(experiment_table(analyze(experiment, load_trials(sweep_dir, experiment.plan))))
 
 
 if __name__ == "__main__":

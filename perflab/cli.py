@@ -26,8 +26,10 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 from perflab import config as config_module
 from perflab import environment, outcome
 from perflab.config import PerflabConfig, register_configs
-from perflab.errors import ConfigError, PerflabError, format_value
+from perflab.console_streams import guard_console
+from perflab.errors import ConfigError, OutputLost, PerflabError, format_value
 from perflab.records import check_writable, load_record
+from perflab.sweepdir import RUN_MARKERS, check_output_dir
 
 register_configs()
 
@@ -258,6 +260,8 @@ def check_overrides(argv: list[str]) -> None:
         except OverrideParseException:
             continue  # Hydra raises it again, and one_line says it
         group = override.key_or_group
+        if group == "hydra.run.dir" and not args.multirun:
+            _check_run_dir(override.value())
         if not group:
             raise PerflabError(f"{line}: no key; allowed: KEY=VALUE, e.g. batch_size=64")
         if args.multirun and override.is_interval_sweep():
@@ -275,6 +279,15 @@ def check_overrides(argv: list[str]) -> None:
                 f"{'null' if bad[0] is None else format_value(bad[0])}; "
                 f"allowed: {', '.join(options)}"
             )
+
+
+def _check_run_dir(value: Any) -> None:
+    """A single run's directory, given on the command line, checked before Hydra creates
+    it and writes its .hydra and log files there (a sweep's is checked by perflab's
+    launcher, which Hydra sets up before it touches the sweep directory). The default,
+    outputs/DATE/TIME, is always new."""
+    if isinstance(value, str) and "${" not in value:
+        check_output_dir(value, "hydra.run.dir", RUN_MARKERS)
 
 
 def _options(override: Any) -> list[Any]:
@@ -308,11 +321,13 @@ def main() -> None:
     # HYDRA_FULL_ERROR is set; with it set, exceptions reach us and we choose the exit
     # code: 2 and one line for user errors, a full traceback for bugs.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    guard_console()  # `perflab ... | head`, a dropped SSH session: measuring goes on
     try:
         check_overrides(sys.argv[1:])
         _app()
-    except BrokenPipeError:  # output piped into head and friends
-        sys.exit(0)
+    except OutputLost as exc:  # a single run's record could not be written
+        print(f"perflab: stopped: {printable(str(exc))}", file=sys.stderr)
+        sys.exit(outcome.EXIT_OUTPUT_LOST)
     except KeyboardInterrupt:
         # A sweep writes its partial summary before letting the interrupt through.
         print("perflab: interrupted; finished trials and their records are kept", file=sys.stderr)

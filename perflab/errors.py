@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -30,3 +31,31 @@ def format_value(value: Any) -> str:
 
 class RecordError(PerflabError):
     """A record file cannot be read: wrong schema version, truncated, or not a perflab record."""
+
+
+class OutputLost(Exception):
+    """Results can no longer be written where the run writes them. Not a user's bad
+    input (nothing to fix in the command) and not a failed trial (the trial was fine): the
+    run stops as if interrupted, keeps what is on disk and says how to resume.
+    ``summary``: the sweep's summary of the trials finished, when one could be made."""
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+class DiskFull(OutputLost):
+    """The disk, or the user's quota, filled while results were written."""
+
+
+# errno values of a disk that filled (or a quota reached) while results were written
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+class SweepDirDeleted(OutputLost):
+    """The sweep directory was removed while the sweep ran; writing on would recreate
+    it with a fraction of the experiment in it."""

@@ -14,18 +14,22 @@ import contextlib
 import importlib
 import io
 import logging
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import select
 import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import ConfigError
+from perflab.errors import ConfigError, DiskFull, no_space
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +37,23 @@ PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.tria
 
 
 # A child ended by these was stopped by the user (Ctrl-C reaches the whole process group;
-# SIGTERM is how schedulers and `kill` ask a job to stop), not failed by its variant:
-# run_isolated raises KeyboardInterrupt for it instead of reporting a failure.
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGTERM is how schedulers and `kill` ask a job to stop; SIGHUP reaches the terminal's
+# processes when an SSH session drops), not failed by its variant: run_isolated raises
+# KeyboardInterrupt for it instead of reporting a failure.
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# The child's own deadline lies this long after the parent's, so the parent, which kills
+# and records a hung child itself, normally gets there first; the child's alarm is for a
+# parent that can no longer do it.
+OWN_TIMEOUT_GRACE_S = 10
 
 
 @dataclass
 class Outcome:
     # "ok": fn returned; "config_error": fn raised ConfigError; "error": fn raised something
     # else; "crashed": the process died without answering; "timeout": it was killed
-    # ("interrupted" never leaves run_isolated: it raises KeyboardInterrupt instead)
+    # ("interrupted" and "disk_full" never leave run_isolated: they raise
+    # KeyboardInterrupt and DiskFull instead)
     kind: str
     value: Any = None
     message: str = ""
@@ -53,14 +64,6 @@ def _context() -> Any:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
-
-
-def start_server() -> None:
-    """Start the fork server now (it imports torch, ~3 s) instead of at the first trial."""
-    from multiprocessing import forkserver
-
-    _context()
-    forkserver.ensure_running()
 
 
 def resolve_function(fn: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
@@ -114,7 +117,8 @@ def output_to(path: Path | None) -> Iterator[None]:
         yield
         return
     created = not path.parent.exists()  # removed again if nothing was printed
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # one level (trials/, profile/): never recreate a deleted sweep directory
+    path.parent.mkdir(exist_ok=True)
     _flush()
     # O_APPEND: every write lands at the end, whichever process of the trial makes it
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
@@ -141,12 +145,65 @@ def output_to(path: Path | None) -> Iterator[None]:
                 path.parent.rmdir()
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process (SIGKILL) as soon as the process that asked for it is gone.
+
+    A trial's parent is the fork server, and the fork server outlives the sweep process
+    that started it for as long as any of its children runs (each holds its "alive"
+    descriptor), so the kernel's parent-death signal never comes. Without this a trial
+    of a sweep killed with -9 ran on, beside the trials of the resumed sweep, and wrote
+    its record into a directory nobody measured any more. A thread waits on a pidfd of
+    the sweep process (Linux 5.3+), or polls it where there is none."""
+    watcher = threading.Thread(target=_watch, args=(parent_pid,), daemon=True)
+    watcher.start()
+
+
+# how often the fallback (no pidfd) looks whether the parent is still there, s
+PARENT_POLL_S = 0.5
+
+
+def _watch(parent_pid: int) -> None:
+    try:
+        fd = os.pidfd_open(parent_pid)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)  # gone already
+    except (OSError, AttributeError):
+        while _exists(parent_pid):
+            time.sleep(PARENT_POLL_S)
+    else:
+        select.select([fd], [], [])  # readable once the process has exited
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _own_deadline(timeout_s: float) -> None:
+    """End this process by SIGALRM's default action (the kernel's, so a child stuck in C
+    code with the GIL held dies too) some seconds after the parent's own deadline."""
+    if 0 < timeout_s < float("inf") and hasattr(signal, "alarm"):
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(math.ceil(timeout_s) + OWN_TIMEOUT_GRACE_S)
+
+
 def _child(
     fn: Callable[[Any], Any] | str,
     arg: Any,
     conn: multiprocessing.connection.Connection,
     log: Path | None = None,
+    timeout_s: float = 0.0,
+    parent_pid: int | None = None,
 ) -> None:
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
+    _own_deadline(timeout_s)
     try:
         with output_to(log):
             conn.send(Outcome("ok", resolve_function(fn)(arg)))
@@ -154,6 +211,9 @@ def _child(
         conn.send(Outcome("config_error", message=str(exc)))
     except KeyboardInterrupt:
         conn.send(Outcome("interrupted", message="interrupted"))
+    except OSError as exc:
+        kind = "disk_full" if no_space(exc) else "error"
+        conn.send(Outcome(kind, message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
     except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
         detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         conn.send(Outcome("error", message=detail))
@@ -183,7 +243,9 @@ def run_isolated(
     ``log``: where the child's stdout and stderr go (see output_to); else the console."""
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(fn, arg, send, log), daemon=False)
+    proc = ctx.Process(
+        target=_child, args=(fn, arg, send, log, timeout_s, os.getpid()), daemon=False
+    )
     try:
         proc.start()
         send.close()  # the child holds the only writer now: EOF means it died
@@ -200,6 +262,8 @@ def run_isolated(
             drop_if_empty(log)  # a child killed before it could
     if outcome.kind == "interrupted":
         raise KeyboardInterrupt
+    if outcome.kind == "disk_full":  # the trial was fine; the disk was not
+        raise DiskFull(f"no space left on the disk ({outcome.message.splitlines()[0]})")
     return outcome
 
 
@@ -214,6 +278,8 @@ def _collect(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: 
         proc.join()
         if proc.exitcode is not None and -proc.exitcode in INTERRUPT_SIGNALS:
             return Outcome("interrupted", exitcode=proc.exitcode)
+        if proc.exitcode == -signal.SIGALRM:  # its own deadline (_own_deadline)
+            return Outcome("timeout", message=f"no result after {timeout_s:g} s; ended itself")
         return Outcome(
             "crashed",
             message=f"trial process {describe_exit(proc.exitcode)}",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -26,12 +25,20 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from perflab import environment, outcome, resume
 from perflab.config import PerflabConfig
-from perflab.errors import PerflabError
+from perflab.console_streams import CONSOLE_LOG, copy_console_to
+from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted, no_space
 from perflab.plan import Job, build_plan, override_key
 from perflab.records import check_writable
-from perflab.schedule import CHECK_LOG, check_all, make_runs, run_experiment, run_profiles
+from perflab.schedule import (
+    CHECK_LOG,
+    check_all,
+    make_runs,
+    run_experiment,
+    run_profiles,
+)
+from perflab.sweepdir import SWEEP_MARKERS, SweepLock, check_output_dir
 
-log = logging.getLogger(__name__)
+FIELD = "hydra.sweep.dir"
 
 
 @dataclasses.dataclass
@@ -82,14 +89,38 @@ def _save_hydra_files(job: ComposedJob, into: Path) -> None:
     OmegaConf.save(OmegaConf.create(job.overrides), hydra_dir / "overrides.yaml")
 
 
+def prepare(config: DictConfig) -> SweepLock:
+    """Before Hydra creates the sweep directory and writes into it: refuse a location
+    perflab must not write into, or one it cannot, and take the directory's lock (a
+    second perflab on it is refused; perflab.sweepdir)."""
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    check_output_dir(sweep_dir, FIELD, SWEEP_MARKERS)
+    check_writable(sweep_dir, FIELD)  # a full or read-only disk: exit 2 now
+    lock = SweepLock(sweep_dir, FIELD).acquire()
+    if lock.stale:
+        print(
+            f"perflab: note: the perflab that ran here before (pid {lock.stale.get('pid')}, "
+            f"since {lock.stale.get('since')}) ended without finishing; continuing its directory"
+        )
+    return lock
+
+
 def launch(
     context: HydraContext,
     config: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
 ) -> list[JobReturn]:
-    with outcome.sigterm_interrupts():  # SIGTERM stops a sweep the way Ctrl-C does
-        return _launch(context, config, job_overrides, initial_job_idx)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    # kept to the end of the process, the last line (how to resume) included: read it
+    # after a dropped SSH session
+    copy_console_to(sweep_dir / CONSOLE_LOG)
+    try:
+        with outcome.sigterm_interrupts():  # SIGTERM, SIGHUP stop a sweep as Ctrl-C does
+            return _launch(context, config, job_overrides, initial_job_idx)
+    except OutputLost as exc:
+        outcome.report(outcome.EXIT_OUTPUT_LOST, _output_lost(sweep_dir, exc))
+        return []
 
 
 def _launch(
@@ -103,7 +134,6 @@ def _launch(
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    check_writable(sweep_dir, "hydra.sweep.dir")  # a full or read-only disk: exit 2 now
     jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
     schedule = jobs[0].config.schedule
     first = jobs[0].config
@@ -159,7 +189,12 @@ def _launch(
         if schedule.sentinel
         else f"perflab: {len(jobs)} variant(s), interleaved rounds; sweep directory {sweep_dir}"
     )
-    summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
+    try:
+        summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
+    except OutputLost as exc:
+        if exc.summary is not None:
+            print(experiment_table(exc.summary))
+        raise
     interrupted = summary["stop_reason"] == "interrupted"
     if first.profile and not interrupted:
         try:
@@ -174,12 +209,7 @@ def _launch(
             f"prints) is in {len(logs)} log file(s) beside their records, e.g. {logs[0]}"
         )
     print(experiment_table(summary))
-    from perflab.report import load, write_report
-
-    report = load(sweep_dir, summary)
-    print(f"report: {write_report(report)}")
-    if jobs[0].config.report.dir:
-        print(f"report published: {write_report(report, Path(jobs[0].config.report.dir))}")
+    _write_reports(sweep_dir, summary, first.report.dir)
     failed = [v["label"] for v in summary["variants"] if v["failed"]]
     if failed:
         outcome.report(
@@ -191,6 +221,23 @@ def _launch(
     return [_variant_return(j, summary) for j in jobs]
 
 
+def _write_reports(sweep_dir: Path, summary: dict[str, Any], published: str | None) -> None:
+    from perflab.report import load, write_report
+
+    try:
+        report = load(sweep_dir, summary)
+        print(f"report: {write_report(report)}")
+        if published:
+            print(f"report published: {write_report(report, Path(published))}")
+    except OSError as exc:
+        if no_space(exc):
+            raise DiskFull(
+                f"no space left for the report ({exc.filename}); the records and "
+                f"summary.json are complete: free space, then run perflab-report {sweep_dir}"
+            ) from exc
+        raise
+
+
 def trial_logs(sweep_dir: Path) -> list[Path]:
     """The logs that trial, profiling and check processes left in a sweep directory (a
     log exists only when its process printed something; perflab.isolation.output_to)."""
@@ -198,14 +245,39 @@ def trial_logs(sweep_dir: Path) -> list[Path]:
     return [p for pattern in patterns for p in sorted(sweep_dir.glob(pattern))]
 
 
+def _resume_command(sweep_dir: Path) -> str:
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.sweep.dir=")]
+    return shlex.join(["perflab", *args, f"hydra.sweep.dir={sweep_dir.absolute()}"])
+
+
 def _resume_hint(sweep_dir: Path) -> str:
     """One line for an interrupted sweep: what was kept and the command that resumes it."""
-    args = [a for a in sys.argv[1:] if not a.startswith("hydra.sweep.dir=")]
-    command = shlex.join(["perflab", *args, f"hydra.sweep.dir={sweep_dir.absolute()}"])
     return (
         f"interrupted; finished trials and their records are kept in {sweep_dir}, with a "
-        f"partial summary and report; resume with: {command}"
+        f"partial summary and report; resume with: {_resume_command(sweep_dir)}"
     )
+
+
+def _output_lost(sweep_dir: Path, exc: OutputLost) -> str:
+    """One line for a sweep stopped because its results could not be written: why, the
+    finished trials on disk, and what to do."""
+    if isinstance(exc, SweepDirDeleted):
+        return f"stopped: {exc}; nothing more was written (start again in a new directory)"
+    kept = finished_trials(sweep_dir)
+    what = "; ".join(f"{job}: {n}" for job, n in kept.items()) or "none"
+    return (
+        f"stopped: {exc}; finished trials kept in {sweep_dir} (per job directory: {what}); "
+        f"free space, then resume with: {_resume_command(sweep_dir)}"
+    )
+
+
+def finished_trials(sweep_dir: Path) -> dict[str, int]:
+    """Trial records on disk per job directory (the sentinel's included)."""
+    counts: dict[str, int] = {}
+    for record in sorted(sweep_dir.glob("*/trials/r*.json")):
+        job = record.parent.parent.name
+        counts[job] = counts.get(job, 0) + 1
+    return counts
 
 
 def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:

@@ -12,12 +12,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-EXIT_OK = 0
 # a trial failed, crashed, hung or was invalid (its record says why)
 EXIT_FAILED = 1
 # bad input: a config value, an override, a factory that cannot be built
 EXIT_USAGE = 2
-# Ctrl-C or SIGTERM (128 + SIGINT, the shell's convention for an interrupt)
+# the results could not be written (a full disk, the sweep directory deleted mid-run): the
+# sweep stopped as if interrupted, finished trials kept (sysexits.h's EX_IOERR)
+EXIT_OUTPUT_LOST = 74
+# Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, the shell's convention for an interrupt)
 EXIT_INTERRUPTED = 130
 
 _pending: list[tuple[int, str]] = []
@@ -34,17 +36,33 @@ def worst() -> tuple[int, str] | None:
     return max(_pending, key=lambda item: item[0])
 
 
+# Signals that stop perflab the way Ctrl-C does: `kill PID` and batch schedulers send
+# SIGTERM; a dropped SSH session or a closed terminal sends SIGHUP.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """Inside, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so `kill PID` or a batch
-    scheduler stopping the job takes the same path: the running trial is killed, finished
-    trials are kept, the partial summary and report are written, exit 130. Without it
-    SIGTERM would end this process at once and leave its trial process running."""
+    """Inside, SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C does, so `kill PID`, a
+    batch scheduler stopping the job or a dropped SSH session take the same path: the
+    running trial is killed, finished trials are kept, the partial summary and report are
+    written, exit 130. Without it either signal would end this process at once and leave
+    its trial process running."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
         return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    if signum == signal.SIGHUP:
+        # the terminal is gone: what perflab prints from now on must not fail on it
+        from perflab.console_streams import detach_from_terminal
+
+        detach_from_terminal()
+    raise KeyboardInterrupt

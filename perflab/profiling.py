@@ -11,16 +11,19 @@ table and the time per kernel family.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.atomic import replaced_whole
 from perflab.records import write_json_atomic
 
 PROFILE_SCHEMA_VERSION = 1
@@ -308,15 +311,27 @@ TRACE_DIR = "trace"
 TRACE_FILE = "perflab.pt.trace.json.gz"
 
 
+# free space below which a failed trace export is taken for a full disk
+FULL_DISK_BYTES = 2**20
+
+
 def export_trace(prof: Any, profile_dir: Path) -> dict[str, Any]:
     """The profiler's Chrome/Perfetto trace as a dict (exported through a scratch file
     in profile_dir/trace/, which is removed)."""
     directory = profile_dir / TRACE_DIR
     directory.mkdir(parents=True, exist_ok=True)
     raw = directory / "export.json"
-    prof.export_chrome_trace(str(raw))
-    trace: dict[str, Any] = json.loads(raw.read_text())
-    raw.unlink()
+    try:
+        prof.export_chrome_trace(str(raw))
+        trace: dict[str, Any] = json.loads(raw.read_text())
+    except (OSError, ValueError) as exc:
+        # the exporter does not report a full disk: it leaves no file (FileNotFoundError
+        # here) or a truncated one; say what it was, so the sweep stops as for a full disk
+        if shutil.disk_usage(directory).free < FULL_DISK_BYTES:
+            raise OSError(errno.ENOSPC, f"no space left to export the trace ({exc})") from exc
+        raise
+    finally:
+        raw.unlink(missing_ok=True)
     # HTA reads the rank from here; a single-process trial is rank 0
     trace.setdefault("distributedInfo", {"rank": 0, "world_size": 1})
     return trace
@@ -336,7 +351,8 @@ def write_trace(trace: dict[str, Any], profile_dir: Path, max_bytes: int) -> dic
             "trace_note": f"trace of {len(packed)} bytes exceeds the {max_bytes}-byte "
             "bound; lower profile.active or turn off shapes/stacks",
         }
-    (directory / TRACE_FILE).write_bytes(packed)
+    with replaced_whole(directory / TRACE_FILE) as tmp:
+        tmp.write_bytes(packed)
     return {"trace": f"{TRACE_DIR}/{TRACE_FILE}", "trace_bytes": len(packed)}
 
 

@@ -10,22 +10,30 @@ Schema history:
      and when the warm-up stopped (``warmup_stop``, ``warmup_s``) and how the timed
      block's length was set (``length``, ``length_from_round``). Version 1 records are
      still read: their warm-up steps become one-step samples.
+  3 (2026-11-23) ``checksum``: "sha256:" and the hex digest of the record's canonical JSON
+     without it (record_checksum), so that a value changed by hand after the trial wrote
+     it is noticed. Versions 1 and 2 have none and are read as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import ConfigError, RecordError
 
-SCHEMA_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
+# the first version whose records carry a checksum
+CHECKSUM_SINCE = 3
 STATUSES = ("ok", "failed", "invalid", "timeout")
 
 # perflab refuses to start measuring with less free space than this where it writes. A
@@ -128,9 +136,14 @@ class TrialRecord:
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    # set by load_record, never written: the file's checksum does not match its content,
+    # so a value was changed after the trial wrote it (the values passed validation)
+    edited: bool = field(default=False, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["edited"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
@@ -153,13 +166,37 @@ def _samples_from_v1(samples: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_record(path: Path, record: TrialRecord) -> None:
-    """Write atomically: a reader sees the old file, or the whole new one, never half."""
-    write_json_atomic(path, record.to_dict())
+def write_record(path: Path, record: TrialRecord, parents: bool = True) -> None:
+    """Write atomically: a reader sees the old file, or the whole new one, never half;
+    with the checksum of its content. ``parents``: as for write_json_atomic."""
+    data = record.to_dict()
+    data["checksum"] = record_checksum(data)
+    write_json_atomic(path, data, parents)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def record_checksum(data: dict[str, Any]) -> str:
+    """The checksum of a record about to be written: that of ``data`` as a reader will
+    see it (dumping and loading turns what JSON changes, tuples and integer keys, into
+    what a reader gets, so writer and reader hash one text)."""
+    return _digest(json.loads(json.dumps(data, allow_nan=True)))
+
+
+def _digest(as_read: dict[str, Any]) -> str:
+    """The checksum of a record as read: "sha256:" and the hex digest of it (its checksum
+    field aside) as JSON with sorted keys and write_json_atomic's separators. NaN and
+    infinities, written with allow_nan, are read back as the same floats and written the
+    same way again."""
+    body = {k: v for k, v in as_read.items() if k != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def write_json_atomic(path: Path, data: Any, parents: bool = True) -> None:
+    """``parents=False`` creates the file's own directory only (a trial's trials/), never
+    the ones above it: in a sweep, a job directory that is gone means the sweep directory
+    was deleted mid-run, and recreating it would leave a fraction of the experiment there
+    (FileNotFoundError instead; perflab.schedule.run_one stops the sweep)."""
+    path.parent.mkdir(parents=parents, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -215,7 +252,25 @@ def check_writable(directory: Path, field_name: str) -> None:
 
 
 def load_record(path: Path) -> TrialRecord:
-    """Read one record; raise RecordError naming the file for anything but a known version."""
+    """Read one record; raise RecordError naming the file for anything but a known version
+    whose every value the analysis uses makes sense (see _inconsistency). A version 3
+    record whose checksum does not match is returned marked ``edited``."""
+    data = _read_json(path)
+    version = data["schema_version"]
+    checksum = data.pop("checksum", None) if version >= CHECKSUM_SINCE else None
+    try:
+        record = TrialRecord.from_dict(data)
+    except TypeError as exc:
+        raise RecordError(f"{path}: malformed record for schema_version={version} ({exc})") from exc
+    problem = _inconsistency(record)
+    if problem:
+        raise RecordError(f"{path}: {problem}")
+    record.edited = version >= CHECKSUM_SINCE and checksum != _digest(data)
+    return record
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The file's JSON object, of a schema_version this perflab reads."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -228,22 +283,138 @@ def load_record(path: Path) -> TrialRecord:
             f"{path}: schema_version={version!r} is not supported by this perflab "
             f"(reads {', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade perflab to read it"
         )
-    try:
-        record = TrialRecord.from_dict(data)
-    except TypeError as exc:
-        raise RecordError(f"{path}: malformed record for schema_version={version} ({exc})") from exc
-    problem = _inconsistency(record)
-    if problem:
-        raise RecordError(f"{path}: malformed record for schema_version={version} ({problem})")
-    return record
+    return data
+
+
+# --- validation: what the analysis computes with must make sense -----------------------
+# Records are the truth the statistics are computed from, so a value no trial produces (a
+# negative or NaN duration, zero steps per sample, a string) is neither averaged in nor
+# left to crash the report: the record is refused, naming the field and the value.
+
+# top-level fields that must be JSON objects, and lists (the analysis reads into them)
+_MAPPINGS = (
+    "config",
+    "settings",
+    "choices",
+    "memory",
+    "evidence",
+    "conditions",
+    "telemetry",
+    "environment",
+)
+_LISTS = ("warnings", "load_start", "load_end")
+_NS = "not a duration in ns (an integer >= 0)"
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a float, NaN included; a bool is an int to Python, not to perflab."""
+    return type(value) in (int, float)
+
+
+def _is_whole(value: Any) -> bool:
+    """Durations (ns), byte counts and dimensions: integers >= 0."""
+    return type(value) is int and value >= 0
+
+
+def _is_positive(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def _is_seconds(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value) and value >= 0
+
+
+def _bad(name: str, value: Any, problem: str) -> str:
+    """The problem as "field=value: problem", the value as Python shows it (so that "5"
+    and 5 differ), cut to a readable length."""
+    shown = repr(value)
+    return f"{name}={shown if len(shown) <= 60 else shown[:57] + '...'}: {problem}"
+
+
+def _bad_entry(name: str, values: Any, ok: Callable[[Any], bool], problem: str) -> str | None:
+    """The first entry of the list ``values`` that ``ok`` refuses, if any."""
+    if not isinstance(values, list):
+        return _bad(name, values, "not a list")
+    if all(ok(v) for v in values):  # the common case, without building anything
+        return None
+    i = next(i for i, v in enumerate(values) if not ok(v))
+    return _bad(f"{name}[{i}]", values[i], problem)
 
 
 def _inconsistency(record: TrialRecord) -> str | None:
-    """What makes a well-typed record unusable by the analysis, if anything."""
+    """What makes a well-typed record unusable by the analysis, if anything: the first
+    value that breaks its field's rule (docs/records.md), as "field=value: problem"."""
+    checks = (_top_level_problem, _ok_trial_problem, _samples_problem, _probe_problem)
+    return next((p for check in checks if (p := check(record)) is not None), None)
+
+
+def _top_level_problem(record: TrialRecord) -> str | None:
     if record.status not in STATUSES:
-        return f"status {record.status!r} is none of {', '.join(STATUSES)}"
+        return _bad("status", record.status, f"not one of {', '.join(STATUSES)}")
     if type(record.round) is not int or record.round < 0:
-        return f"round {record.round!r} is not a round number"
-    if record.status == "ok" and (record.samples is None or not record.samples.step_ns):
-        return "an ok trial without timed samples"
+        return _bad("round", record.round, "not a round number (an integer >= 0)")
+    for name in _MAPPINGS + _LISTS:
+        kind = dict if name in _MAPPINGS else list
+        if not isinstance(getattr(record, name), kind):
+            what = "a mapping" if kind is dict else "a list"
+            return _bad(name, getattr(record, name), f"not {what}")
+    peak = record.memory.get("peak_bytes")
+    if peak is not None and not _is_whole(peak):
+        return _bad("memory.peak_bytes", peak, "not a byte count (an integer >= 0)")
+    readings = record.memory.get("sample_bytes")  # the leak flag's (perflab.variants)
+    if readings is not None:
+        return _bad_entry("memory.sample_bytes", readings, _is_whole, "not a byte count")
     return None
+
+
+def _ok_trial_problem(record: TrialRecord) -> str | None:
+    """An ok trial is one the analysis measures with: timed samples, and the batch size
+    that turns them into throughput."""
+    if record.status != "ok":
+        return None
+    if record.samples is None:
+        return _bad("samples", None, "an ok trial without timed samples")
+    if record.samples.step_ns == []:
+        return _bad("samples.step_ns", [], "an ok trial without timed samples")
+    batch = record.settings.get("batch_size")
+    if not _is_positive(batch):
+        return _bad("settings.batch_size", batch, "not a batch size (an integer >= 1)")
+    return None
+
+
+def _samples_problem(record: TrialRecord) -> str | None:
+    s = record.samples
+    if s is None:
+        return None
+    scalars = (
+        ("steps_per_sample", s.steps_per_sample, _is_positive, "not a step count >= 1"),
+        ("first_call_ns", s.first_call_ns, _is_whole, _NS),
+        ("timed_s", s.timed_s, _is_seconds, "not a finite number of seconds >= 0"),
+    )
+    for name, value, ok, problem in scalars:
+        if not ok(value):
+            return _bad(f"samples.{name}", value, problem)
+    if not isinstance(s.phases_ns, dict):
+        return _bad("samples.phases_ns", s.phases_ns, "not a mapping of phase to durations")
+    lists = [
+        ("step_ns", s.step_ns, _is_positive, "not a positive duration in ns"),
+        ("warmup_sample_ns", s.warmup_sample_ns, _is_whole, _NS),
+        ("warmup_sample_steps", s.warmup_sample_steps, _is_positive, "not a step count >= 1"),
+        *((f"phases_ns.{k}", v, _is_whole, _NS) for k, v in s.phases_ns.items()),
+    ]
+    problems = (_bad_entry(f"samples.{n}", v, ok, problem) for n, v, ok, problem in lists)
+    return next((p for p in problems if p is not None), None)
+
+
+def _probe_problem(record: TrialRecord) -> str | None:
+    """The numbers the numerics check computes with. NaN and infinities are results, not
+    errors: a model that diverges under a knob is what the check is there to catch."""
+    p = record.probe
+    if p is None:
+        return None
+    numbers = {"loss": p.loss, "output_norm": p.output_norm, "grad_norm": p.grad_norm}
+    for name, value in numbers.items():
+        if not _is_number(value) and not (name == "grad_norm" and value is None):
+            return _bad(f"probe.{name}", value, "not a number")
+    shape = _bad_entry("probe.output_shape", p.output_shape, _is_whole, "not a dimension")
+    return shape or _bad_entry("probe.output_sample", p.output_sample, _is_number, "not a number")

@@ -82,7 +82,7 @@ def run_in_fresh_process(request: TrialRequest) -> Path:
     """Run one trial in a fresh process and return its record's path. An impossible
     setting raises PerflabError (nothing measured); a child that died or hung before
     writing its record gets one from the parent, so a failure is never a lost result."""
-    from perflab.errors import PerflabError
+    from perflab.errors import DiskFull, PerflabError, no_space
     from perflab.isolation import run_isolated
 
     path = Path(request.record_path)
@@ -90,5 +90,11 @@ def run_in_fresh_process(request: TrialRequest) -> Path:
     if result.kind == "config_error":
         raise PerflabError(result.message)
     if result.kind != "ok":
-        write_record(path, failure_record(request, result.kind, result.message))
+        try:
+            record = failure_record(request, result.kind, result.message)
+            write_record(path, record, parents=False)  # never recreate a deleted sweep
+        except OSError as exc:
+            if no_space(exc):
+                raise DiskFull(f"no space left on the disk of {path.parent}") from exc
+            raise
     return path

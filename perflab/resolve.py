@@ -9,13 +9,13 @@ that lands in the record and on the console.
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass, field
 
 import torch
 
 from perflab.config import PerflabConfig
 from perflab.errors import ConfigError
+from perflab.sizes import check_sizes, machine_now, usable_cores
 
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
@@ -127,14 +127,8 @@ CUDA_DEFAULTS = (
 
 
 def _warn_unwise(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if cfg.num_workers > (cores or 1):
-        warnings.append(
-            f"num_workers={cfg.num_workers} exceeds the {cores} usable cores: workers will "
-            "compete with the training step; use at most num_workers="
-            f"{max((cores or 1) - 1, 1)}"
-        )
-    if cfg.threads > (cores or 1):
+    cores = usable_cores()
+    if cfg.threads > cores:
         warnings.append(f"threads={cfg.threads} exceeds the {cores} usable cores")
     if cfg.pin_memory and cfg.data.source == "memory":
         warnings.append(
@@ -159,6 +153,7 @@ def resolve(cfg: PerflabConfig) -> Resolved:
     _note_device_defaults(cfg, device, warnings)
     amp_dtype = _resolve_amp(cfg, device, warnings)
     _check_fused(cfg, device, warnings)
+    check_sizes(cfg, machine_now(device), warnings)
     _warn_unwise(cfg, device, warnings)
     compile_mode = None if cfg.compile == "off" else cfg.compile
     return Resolved(device, amp_dtype, compile_mode, warnings)

@@ -9,8 +9,10 @@ an uninterrupted run would have left it (perflab.schedule.run_experiment).
 Only the same experiment may continue; trials of another must never be mixed in
 silently. "The same" is checked against the fingerprint stored in experiment.json: the
 plan (variants, labels, cells, baselines), every job's fully composed config except the
-keys of MAY_CHANGE, and the machine and software of MACHINE_KEYS. Any other difference
-stops the run before anything is measured, with exit 2 and one line naming it.
+keys of MAY_CHANGE, the machine and software of MACHINE_KEYS, and the code the trials run
+(perflab.codeprint: perflab's sources, the user's factories, uncommitted changes). Any
+other difference stops the run before anything is measured, with exit 2 and one line
+naming it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from perflab import codeprint
 from perflab.analysis import EXPERIMENT_FILE, Experiment
 from perflab.config import without_keys
 from perflab.errors import ConfigError
@@ -50,7 +53,8 @@ MACHINE_KEYS = ("hostname", "python", "torch", "perflab", "cwd", "git_commit")
 
 FIELD = "hydra.sweep.dir"
 ALLOWED = (
-    "the same experiment, to resume it (the same command, config, machine and software; "
+    "the same experiment, to resume it (the same command, config, machine, software and "
+    "code; "
     f"only {', '.join(MAY_CHANGE)} may change), or a new hydra.sweep.dir for a new one"
 )
 # differences named in the error message, at most (the rest are counted)
@@ -58,11 +62,13 @@ SHOWN_DIFFERENCES = 4
 
 
 def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) -> dict[str, Any]:
-    """What a later session must match: each job's composed config (MAY_CHANGE removed)
-    and the machine identity. ``invocation`` is perflab.environment.invocation()."""
+    """What a later session must match: each job's composed config (MAY_CHANGE removed),
+    the machine identity and the code. ``invocation`` is perflab.environment.invocation()."""
+    targets = [t for cfg in configs.values() for t in codeprint.factories(cfg)]
     fp = {
         "configs": {name: _measured(cfg) for name, cfg in sorted(configs.items())},
         "machine": machine(invocation),
+        "code": codeprint.code_fingerprint(targets, invocation.get("cwd") or "."),
     }
     return json.loads(json.dumps(fp))  # as experiment.json will give it back (tuples, keys)
 
@@ -157,7 +163,27 @@ def differences(old: Experiment, plan: Plan, fp: dict[str, Any]) -> list[str]:
                 f"{key}: {_show(old_machine.get(key, _ABSENT))} -> "
                 f"{_show(fp['machine'].get(key, _ABSENT))}"
             )
+    found += code_differences(old.fingerprint.get("code"), fp["code"])
     return list(dict.fromkeys(found))  # a global setting differs in every job: say it once
+
+
+def code_differences(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """What changed in the code the trials run, in words (the hashes say nothing)."""
+    if before is None:
+        return ["code: not fingerprinted by the perflab that started this directory"]
+    found = []
+    if before.get("perflab") != now.get("perflab"):
+        found.append("code: perflab's own source files changed")
+    old_modules, new_modules = before.get("modules", {}), now.get("modules", {})
+    for target in sorted(set(old_modules) | set(new_modules)):
+        if old_modules.get(target, _ABSENT) != new_modules.get(target, _ABSENT):
+            found.append(f"code: the source of {target} changed")
+    if before.get("worktree") != now.get("worktree"):
+        found.append(
+            "code: the uncommitted changes to Python files in the working directory's git "
+            "work tree differ"
+        )
+    return found
 
 
 def _shape(plan: Plan) -> dict[str, Any]:

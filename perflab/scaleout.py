@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -198,8 +199,9 @@ def run_groups(
     """Submit every group's job (at most max_parallel at once locally), wait for all, and
     write groups.json. A group whose job fails is recorded as failed; the rest go on."""
     executor = make_executor(cfg, sweep_dir / SUBMITIT_DIR)
+    slurm = cfg.executor == "slurm"
     # SLURM queues and runs jobs itself; the local executor would run them all at once
-    window = len(tasks) if cfg.executor == "slurm" else cfg.max_parallel
+    window = len(tasks) if slurm else cfg.max_parallel
     results: list[dict[str, Any]] = []
     pending = list(tasks)
     running: list[tuple[GroupTask, Any, float]] = []
@@ -211,7 +213,7 @@ def run_groups(
                 say(f"group {task.key}: job {job.job_id} submitted (logs: {job.paths.stdout})")
                 running.append((task, job, time.monotonic()))
             task, job, submitted = running.pop(0)
-            results.append(_wait(task, job, submitted, say))
+            results.append(_wait(task, job, submitted, say, slurm))
             _write_index(sweep_dir, tasks, results)
     except KeyboardInterrupt:
         # Ctrl-C reached the local jobs too (same process group); a SLURM job gets
@@ -221,7 +223,7 @@ def run_groups(
             job.cancel(check=False)
         for task, job, submitted in running:
             _settle(job)
-            results.append(_wait(task, job, submitted, say))
+            results.append(_wait(task, job, submitted, say, slurm))
         _write_index(sweep_dir, tasks, results)
         raise
     return results
@@ -237,24 +239,74 @@ def _settle(job: Any) -> None:
         time.sleep(0.2)
 
 
-def _wait(
-    task: GroupTask, job: Any, submitted: float, say: Callable[[str], None]
-) -> dict[str, Any]:
+# How often a SLURM job that has left no result is looked up with squeue. submitit asks
+# sacct, which answers nothing on a cluster without accounting (no slurmdbd: "Slurm
+# accounting storage is disabled"); there a job cancelled while pending, or killed before
+# it wrote its result, would be waited on forever (seen on the single-node cluster of
+# benchmarks/slurm/start_cluster.sh, docs/slurm.md).
+SLURM_POLL_S = 5.0
+# squeue's states of a job that has stopped for good (squeue(1), JOB STATE CODES); any
+# other state (PENDING, RUNNING, COMPLETING, REQUEUED, PREEMPTED before a requeue, ...)
+# may still bring a result
+SLURM_ENDED = frozenset(
+    ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL")
+    + ("OUT_OF_MEMORY", "SPECIAL_EXIT", "TIMEOUT")
+)
+# a job SLURM no longer knows: it ended more than MinJobAge (300 s by default) ago
+SLURM_GONE = "GONE (no longer known to SLURM)"
+# seconds a result file may take to appear after SLURM says its job ended
+RESULT_GRACE_S = 15.0
+
+
+def _slurm_state(job_id: str) -> str | None:
+    """The job's state from squeue (``CANCELLED``, ``RUNNING``, ...), SLURM_GONE when
+    SLURM no longer knows it, None when squeue cannot say (controller unreachable)."""
+    command = ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T"]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return SLURM_GONE if "Invalid job id" in out.stderr else None
+    states = out.stdout.split()
+    return states[0] if states else SLURM_GONE
+
+
+def _until_done(job: Any, slurm: bool) -> str | None:
+    """Wait until the job has its result; a SLURM job also until SLURM says it ended
+    without one. Returns the SLURM state it ended in (None: the result is there)."""
+    next_ask = time.monotonic() + SLURM_POLL_S
     # job.result() polls about once a second; a short poll of done() returns sooner
     while not job.done():
+        if slurm and time.monotonic() >= next_ask:
+            state = _slurm_state(str(job.job_id))
+            if state == SLURM_GONE or state in SLURM_ENDED:
+                # the result file may reach a shared file system a little after the job
+                # ended (submitit's own grace, Job._results_timeout_s)
+                deadline = time.monotonic() + RESULT_GRACE_S
+                while not job.done() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                return None if job.done() else state
+            next_ask = time.monotonic() + SLURM_POLL_S
         time.sleep(0.1)
+    return None
+
+
+def _wait(
+    task: GroupTask, job: Any, submitted: float, say: Callable[[str], None], slurm: bool = False
+) -> dict[str, Any]:
+    ended = _until_done(job, slurm)
+    if ended:
+        # not job.result(): it waits until done(), which without sacct never comes
+        say(f"group {task.key}: job {job.job_id} ended ({ended}) without a result")
+        error = f"SLURM job ended ({ended}) without a result; its log: {job.paths.stderr}"
+        return _failed(task, job, error)
     try:
         result: dict[str, Any] = job.result()
     except Exception as exc:  # noqa: BLE001 - one lost group must not lose the others
         first = str(exc).strip().splitlines()
         say(f"group {task.key}: job {job.job_id} FAILED: {first[-1] if first else exc}")
-        return {
-            "key": task.key,
-            "dir": Path(task.sweep_dir).name,
-            "job_id": str(job.job_id),
-            "state": "failed",
-            "error": str(exc)[-2000:],
-        }
+        return _failed(task, job, str(exc)[-2000:])
     result.update(
         job_id=str(job.job_id),
         state="done",
@@ -263,6 +315,16 @@ def _wait(
     )
     say(f"group {task.key}: ended on {result['hostname']} ({result['stop_reason']})")
     return result
+
+
+def _failed(task: GroupTask, job: Any, error: str) -> dict[str, Any]:
+    return {
+        "key": task.key,
+        "dir": Path(task.sweep_dir).name,
+        "job_id": str(job.job_id),
+        "state": "failed",
+        "error": error,
+    }
 
 
 def _write_index(sweep_dir: Path, tasks: list[GroupTask], results: list[dict[str, Any]]) -> None:
@@ -327,6 +389,9 @@ def launch_groups(
             # this machine runs the groups: check here, before anything is submitted
             # (the job checks again, and on SLURM only the job can)
             resume.previous(directory, plan, resume.fingerprint(configs, invocation))
+            # each variant's check logs into its directory, and perflab.isolation creates
+            # only the last level of a log's path: the group's directory must exist
+            directory.mkdir(parents=True, exist_ok=True)
             for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
                 say(f"perflab: warning: {warning}")
         for variant in plan.variants:

@@ -23,15 +23,24 @@ from typing import Any
 from perflab import stats
 from perflab.analysis import EXPERIMENT_FILE, SUMMARY_FILE, Experiment, analyze, load_trials
 from perflab.config import PerflabConfig, ScheduleConfig
-from perflab.errors import PerflabError
-from perflab.isolation import drop_if_empty, log_beside, run_isolated
+from perflab.errors import (
+    ConfigError,
+    DiskFull,
+    OutputLost,
+    PerflabError,
+    RecordError,
+    SweepDirDeleted,
+    no_space,
+)
+from perflab.isolation import describe_exit, drop_if_empty, log_beside, run_isolated
 from perflab.plan import SENTINEL, Plan
-from perflab.records import TrialRecord, load_record, write_json_atomic
+from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
 from perflab.request import (
     CHECK_SETTINGS,
     RUN_PROFILE,
     TrialLength,
     TrialRequest,
+    failure_record,
     run_in_fresh_process,
 )
 from perflab.settle import settle
@@ -69,15 +78,37 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     setting in any variant stops the sweep with exit 2 and nothing measured."""
     warnings = {}
     for name, run in runs.items():
-        result = run_isolated(
-            CHECK_SETTINGS, run.request, timeout_s=120, log=run.job_dir / CHECK_LOG
-        )
+        log = run.job_dir / CHECK_LOG
+        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=120, log=log)
+        if result.kind == "crashed":
+            _name_the_factory_that_ends_the_process(run)
         if result.kind == "config_error":
             raise PerflabError(result.message)
         if result.kind != "ok":
             raise RuntimeError(f"checking variant {name} failed: {result.message}")
         warnings[name] = result.value
     return warnings
+
+
+# the function that imports one factory alone (perflab.trial)
+IMPORT_FACTORY = "perflab.trial:import_factory"
+
+
+def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
+    """A check process that died without answering (os._exit or a signal, say while
+    importing the user's model) is told apart from a bug by importing each factory alone:
+    the one whose import dies the same way is named, in one line and exit 2."""
+    cfg = run.request.config
+    factories = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
+    for field_name, target in factories.items():
+        if not target:
+            continue
+        job = (run.request, field_name)
+        alone = run_isolated(IMPORT_FACTORY, job, timeout_s=120, log=run.job_dir / CHECK_LOG)
+        if alone.kind == "crashed":
+            problem = f"{describe_exit(alone.exitcode)} while importing it"
+            allowed = "a factory whose module imports without ending the process"
+            raise ConfigError(field_name, target, allowed, problem)
 
 
 def run_one(
@@ -95,10 +126,34 @@ def run_one(
         calibrating=length is None,
         settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
     )
-    record = load_record(run_in_fresh_process(request))
+    try:
+        record = _load_or_reject(run_in_fresh_process(request), request)
+    except OSError as exc:
+        if not run.job_dir.exists():  # its record had nowhere to go
+            raise SweepDirDeleted(
+                f"hydra.sweep.dir={run.job_dir.parent} was deleted while the sweep ran"
+            ) from exc
+        raise
     drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
     count(run, record, sched.metric, lengths)
     return record
+
+
+# the suffix a record that failed validation is kept under, beside its replacement
+REJECTED_SUFFIX = ".rejected"
+
+
+def _load_or_reject(path: Path, request: TrialRequest) -> TrialRecord:
+    """The record a trial just wrote. One that fails validation (perflab.records) is a
+    failed trial, not a reason to stop the sweep: it is kept aside for inspection and a
+    failed record saying why takes its place."""
+    try:
+        return load_record(path)
+    except RecordError as exc:
+        path.replace(path.with_name(path.name + REJECTED_SUFFIX))
+        record = failure_record(request, "failed", f"the trial wrote an invalid record: {exc}")
+        write_record(path, record, parents=False)
+        return record
 
 
 def count(
@@ -160,8 +215,8 @@ class _Session:
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.resumed.append({"at_round": round_, "trials_kept": kept, "at": at})
 
-    def save(self, stop: str, rounds: int) -> Experiment:
-        experiment = Experiment(
+    def experiment(self, stop: str, rounds: int) -> Experiment:
+        return Experiment(
             self.plan,
             self.schedule,
             stop,
@@ -171,8 +226,31 @@ class _Session:
             self.round_s,
             self.resumed,
         )
-        write_json_atomic(self.sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
+
+    def save(self, stop: str, rounds: int) -> Experiment:
+        experiment = self.experiment(stop, rounds)
+        write_results(self.sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
         return experiment
+
+    def check_still_there(self) -> None:
+        """Stop before the next trial if the sweep directory was deleted: writing on
+        would recreate it with a fraction of the experiment."""
+        if not (self.sweep_dir / EXPERIMENT_FILE).exists():
+            raise SweepDirDeleted(
+                f"hydra.sweep.dir={self.sweep_dir} (its {EXPERIMENT_FILE}) was deleted while "
+                "the sweep ran"
+            )
+
+
+def write_results(path: Path, data: Any) -> None:
+    """write_json_atomic, with a full disk raised as DiskFull (the sweep stops as if
+    interrupted, perflab.launcher) rather than as an error of the user's input."""
+    try:
+        write_json_atomic(path, data)
+    except OSError as exc:
+        if no_space(exc):
+            raise DiskFull(f"no space left on the disk of {path.parent}") from exc
+        raise
 
 
 def run_experiment(
@@ -223,6 +301,7 @@ def run_experiment(
                 session.note_resume(round_, kept)
                 current, round_start = round_, time.monotonic()
                 for name in todo:
+                    session.check_still_there()
                     run_one(runs[name], round_, sched, lengths)
                     session.ran += 1
                 session.spent(round_, time.monotonic() - round_start)
@@ -243,6 +322,9 @@ def run_experiment(
     except PerflabError:
         # e.g. a factory that cannot be built with its arguments: keep what was measured
         _finish(session, "config error", rounds)
+        raise
+    except OutputLost as exc:
+        exc.summary = _finish_lost(session, exc, rounds)
         raise
     if kept and not session.ran and stop != "interrupted":
         say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
@@ -278,8 +360,22 @@ def _finish(session: _Session, stop: str, rounds: int) -> dict[str, Any]:
     """Record how the run ended and write the summary of what is on disk."""
     experiment = session.save(stop, rounds)
     summary = analyze(experiment, load_trials(session.sweep_dir, session.plan))
-    write_json_atomic(session.sweep_dir / SUMMARY_FILE, summary)
+    write_results(session.sweep_dir / SUMMARY_FILE, summary)
     return summary
+
+
+def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> dict[str, Any] | None:
+    """The summary of the trials on disk when results could no longer be written: saved
+    too if the disk takes it (each file whole or not at all), never into a directory
+    that was deleted (that would recreate it)."""
+    if isinstance(exc, SweepDirDeleted):
+        return None
+    stop = "disk full"
+    try:
+        return _finish(session, stop, rounds)
+    except DiskFull:
+        experiment = session.experiment(stop, rounds)
+        return analyze(experiment, load_trials(session.sweep_dir, session.plan))
 
 
 def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], None]) -> None:
@@ -294,7 +390,7 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
             say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
             continue
         request = dataclasses.replace(run.request, record_path=str(path))
-        result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)
+        result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)  # DiskFull
         drop_if_empty(log_beside(path))  # left empty by a profiling trial that was killed
         state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
         say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")

@@ -3,7 +3,8 @@
 ``prepare`` applies every knob to the workload; ``make_step`` turns it into a closure that
 calls ``mark`` at the end of each phase; ``run_block`` runs steps until the bounds say
 stop. Only the user's step runs between marks, plus one clock reading per step for the
-time bound (0.55 us per step in all on this project's CPU, benchmarks/RESULTS.md).
+time bound (0.55 us per step in all on this project's CPU, benchmarks/RESULTS.md) and, in
+the timed block, one memory reading per sample (~1.5 us on CPU, perflab.memory.SampleMemory).
 """
 
 from __future__ import annotations
@@ -174,9 +175,12 @@ def run_block(
     group: int = 1,
     phase_marks: bool = True,
     clock: Callable[[], int] = time.perf_counter_ns,
+    after_sample: Callable[[], None] = _noop,
 ) -> Block:
     """Run steps until the bounds say stop. Marks: one at the start, then either one per
-    phase (``phase_marks``) or one per group of ``group`` steps."""
+    phase (``phase_marks``) or one per group of ``group`` steps. ``after_sample`` runs
+    after each sample's closing mark (the timed block's memory reading): its cost falls
+    into the next sample's first phase, as the bound's clock reading does."""
     mark = timer.mark
     inner = mark if phase_marks else _noop
     min_ns, max_ns = int(min_s * 1e9), int(max_s * 1e9)
@@ -190,6 +194,7 @@ def run_block(
             continue
         if not phase_marks:
             mark()
+        after_sample()
         elapsed = clock() - start
         if steps >= max_steps:
             reason = "max_steps"

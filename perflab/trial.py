@@ -2,9 +2,9 @@
 
 The order never changes: resolve settings -> build -> apply knobs -> first call timed
 apart -> warm-up -> timed block -> numerics probe -> evidence pass -> record. Only the
-user's step runs inside the timed window, plus the timer's marks and one clock reading
-per step for the time bound; the probe and the layer hooks of the evidence pass run
-after it.
+user's step runs inside the timed window, plus the timer's marks, one clock reading per
+step for the time bound and one memory reading per sample (the leak flag's); the probe
+and the layer hooks of the evidence pass run after it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from perflab.steps import (
     warm_up,
 )
 from perflab.timing import make_timer, split_marks
-from perflab.workloads import check_factories
+from perflab.workloads import check_factories, locate
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,8 @@ def measure(
     length: TrialLength | None = None,
     calibrating: bool = False,
 ) -> None:
-    """First call, warm-up and the timed block; fills record.samples and evidence.
+    """First call, warm-up and the timed block; fills record.samples, evidence and the
+    memory reading after every timed sample (record.memory[memory.SAMPLE_BYTES]).
     ``length``: the timed steps and steps per sample fixed by an earlier trial of this
     configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
     this trial's length becomes the fixed one of its configuration)."""
@@ -80,13 +81,22 @@ def measure(
 
     before = knobs.compile_counters()
     sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
-    block = run_block(
-        step, source, timer, **_bounds(tcfg, length), group=group, phase_marks=group == 1
-    )
+    with memory.SampleMemory(resolved.device) as per_sample:
+        block = run_block(
+            step,
+            source,
+            timer,
+            **_bounds(tcfg, length),
+            group=group,
+            phase_marks=group == 1,
+            after_sample=per_sample.read,
+        )
     host, device = timer.collect()
     if sampler is not None:
         record.telemetry = sampler.stop()
     after = knobs.compile_counters()
+    # beside the peak that _run adds: memory after each sample, the leak flag's evidence
+    record.memory[memory.SAMPLE_BYTES] = per_sample.in_bytes()
 
     times = split_marks(host, device, phases if group == 1 else ("step",), group)
     record.samples = Samples(
@@ -233,12 +243,54 @@ def _user_code_importable(request: TrialRequest) -> None:
 
 def check_settings(request: TrialRequest) -> list[str]:
     """Resolve the config on this machine without running anything: raises ConfigError
-    for impossible settings or factories that cannot be built with their arguments,
-    returns the warnings for unwise ones."""
+    for impossible settings (sizes that cannot fit among them) or factories that cannot
+    be imported or built with their arguments, returns the warnings for unwise ones."""
     _user_code_importable(request)
     warnings = resolve(request.config).warnings
+    for field_name, target in factory_fields(request.config).items():
+        _import_factory(field_name, target)
     check_factories(request.config)
     return warnings
+
+
+def factory_fields(cfg: PerflabConfig) -> dict[str, str]:
+    """The factories a config names, by field: the model's, and the dataset's if set."""
+    named = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
+    return {name: target for name, target in named.items() if target}
+
+
+# what a factory whose module ends the process on import is told to be instead
+IMPORTS_CLEANLY = "a factory whose module imports without ending the process"
+
+
+def _import_factory(field_name: str, target: str) -> None:
+    """Import a factory's module. sys.exit() there raises SystemExit, which no handler
+    below the process's own expects: it would end the check with a traceback."""
+    try:
+        locate(target)
+    except SystemExit as exc:
+        raise ConfigError(
+            field_name, target, IMPORTS_CLEANLY, f"{_exit_status(exc)} while importing it"
+        ) from None
+    except Exception:  # noqa: BLE001 - check_factories names the problem, as it always has
+        return
+
+
+def _exit_status(exc: SystemExit) -> str:
+    """As perflab.isolation.describe_exit says it of a process: sys.exit() and
+    sys.exit(None) exit 0, sys.exit("text") prints the text and exits 1."""
+    if exc.code is None or isinstance(exc.code, int):
+        return f"exited with code {exc.code or 0}"
+    return f"exited with code 1 ({exc.code})"
+
+
+def import_factory(job: tuple[TrialRequest, str]) -> None:
+    """Import one factory of a request, alone in its process: perflab.schedule.check_all
+    runs it for each factory after a check process died (os._exit, a signal), to name the
+    factory whose import ends the process."""
+    request, field_name = job
+    _user_code_importable(request)
+    locate(factory_fields(request.config)[field_name])
 
 
 def run_trial(request: TrialRequest) -> str:
@@ -279,6 +331,11 @@ def _trial(request: TrialRequest) -> str:
         _run(cfg, resolved, record, checks, request)
     except ConfigError:
         raise
+    except SystemExit as exc:  # sys.exit() in the user's code, e.g. importing the model
+        record.status = "failed"
+        message = f"the trial process {_exit_status(exc)}"
+        record.error = ErrorInfo("SystemExit", message, traceback.format_exc())
+        log.error("trial failed: %s", message)
     except Exception as exc:  # noqa: BLE001 - every failure must become a record
         record.status = "failed"
         record.error = ErrorInfo(type(exc).__name__, str(exc), traceback.format_exc())
@@ -286,7 +343,7 @@ def _trial(request: TrialRequest) -> str:
     record.environment.update({**request.invocation, **environment.machine()})
     record.load_end = environment.load_average()
     record.finished_at = _now()
-    write_record(Path(request.record_path), record)
+    write_record(Path(request.record_path), record, parents=False)
     return record.status
 
 
@@ -339,7 +396,7 @@ def _run(
             "launches_timed": len(calibration.measured),
         }
     record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
-    record.memory = memory.peak_memory(resolved.device, rss_at_start)
+    record.memory.update(memory.peak_memory(resolved.device, rss_at_start))
     if checks:
         record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
         record.probe = numerics_probe(cfg, resolved, prep, snapshot)

@@ -9,12 +9,32 @@ from typing import Any
 
 import numpy as np
 
-from perflab import stats, steady, telemetry
+from perflab import memory, stats, steady, telemetry
 from perflab.plan import Variant
 from perflab.records import Samples, TrialRecord
 
 # IQR/median of a trial's steps above these: noisy, then grossly noisy (DESIGN.md)
 NOISE_WARN, NOISE_GROSS = 0.10, 0.25
+
+MIB = 2**20
+
+# A leak: memory that rose steadily through a trial's timed block (perflab.memory.growth)
+# by at least 16 MiB and 5 % of what it held as the block began. The absolute floor sits
+# above the 12 MiB that the convnet's RSS swings between samples on CPU; the relative
+# one keeps out growth that is small for the process (CPU RSS starts near 400 MiB of
+# preloaded torch) and could neither change a step's time nor exhaust memory during a
+# run. A variant is flagged when at least half of its trials leak: a leak in the model
+# is in every trial.
+LEAK_MIN_BYTES = 16 * MIB
+LEAK_MIN_SHARE = 0.05
+
+# A stall: a sample at least 5x its trial's median and at least 50 ms long; the floor keeps
+# scheduler preemptions of microsecond steps on a shared machine out (a stall worth a flag
+# is a checkpoint, an evaluation or a sleep: tenths of a second and more). A variant is
+# flagged from two stalls on, so one lone hiccup in a sweep is not a flag.
+STALL_RATIO = 5.0
+STALL_MIN_NS = 50_000_000
+STALL_MIN_COUNT = 2
 
 
 def _steady_state(record: TrialRecord) -> bool:
@@ -185,8 +205,63 @@ def _health(ok: list[TrialRecord], load: float) -> list[str]:
     cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
     if cores and load > cores:
         flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
+    flags += [f for f in (leak_flag(ok), stall_flag(ok)) if f]
     flags += telemetry.health_flags([t.telemetry for t in ok])
     evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
     if evidence_off:
         flags.append(f"knob not in effect: {', '.join(evidence_off)}")
     return flags
+
+
+def _growth(record: TrialRecord) -> memory.Growth | None:
+    readings = record.memory.get(memory.SAMPLE_BYTES, [])
+    return memory.growth(readings, record.samples.steps_per_sample) if record.samples else None
+
+
+def _leaks(growth: memory.Growth) -> bool:
+    return (
+        growth.steady
+        and growth.over_block >= LEAK_MIN_BYTES
+        and growth.over_block >= LEAK_MIN_SHARE * growth.start
+    )
+
+
+def leak_flag(ok: list[TrialRecord]) -> str | None:
+    """A health flag when memory grew steadily through the timed block of at least half of
+    the trials with enough per-sample readings, with the median growth of those that
+    grew; None otherwise (and for records from before the readings)."""
+    growths = [g for g in map(_growth, ok) if g is not None]
+    leaking = [g for g in growths if _leaks(g)]
+    if not leaking or 2 * len(leaking) < len(growths):
+        return None
+    per_100 = float(np.median([g.per_step for g in leaking])) * 100 / MIB
+    return (
+        f"memory grows +{per_100:.1f} MiB per 100 steps through the timed block in "
+        f"{len(leaking)}/{len(growths)} trials (a leak?)"
+    )
+
+
+def stalls(sample_ns: list[int]) -> list[int]:
+    """The samples of one trial that are stalls: >= STALL_RATIO x its median and
+    >= STALL_MIN_NS."""
+    if not sample_ns:
+        return []
+    floor = max(STALL_RATIO * float(np.median(sample_ns)), STALL_MIN_NS)
+    return [v for v in sample_ns if v >= floor]
+
+
+def stall_flag(ok: list[TrialRecord]) -> str | None:
+    """A health flag when the variant's samples hold at least STALL_MIN_COUNT stalls, with
+    their count and the longest."""
+    samples = [t.samples.step_ns for t in ok if t.samples is not None]
+    found = [stalls(x) for x in samples]
+    count = sum(len(x) for x in found)
+    if count < STALL_MIN_COUNT:
+        return None
+    longest = max(v for x in found for v in x)
+    trials = sum(bool(x) for x in found)
+    where = f" in {trials}/{len(samples)} trials" if len(samples) > 1 else ""
+    return (
+        f"stalls: {count} of {sum(len(x) for x in samples)} samples >= {STALL_RATIO:g}x "
+        f"the median step (up to {longest / 1e9:.2f} s){where}"
+    )

@@ -32,11 +32,12 @@ from typing import Any
 
 import pytest
 from hydra.core.global_hydra import GlobalHydra
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from sweeps import make_sweep
 
-from perflab import cli, config, launcher, outcome
+from perflab import cli, config, launcher, outcome, resolve
+from perflab import sizes as size_rules
 from perflab.errors import ConfigError, PerflabError, format_value
 
 # Device-agnostic: the inputs are what a user types, device=auto included, and each must be
@@ -95,8 +96,11 @@ def _measured(*args: Any, **kwargs: Any) -> Any:
     raise NotRejected("the sweep would have measured")
 
 
-def run_perflab(args: Sequence[str], workdir: Path) -> Result:
-    """``perflab ARGS`` in this process, with every path to a measurement stubbed."""
+def run_perflab(
+    args: Sequence[str], workdir: Path, single_run: Callable[..., Path] = _single_trial
+) -> Result:
+    """``perflab ARGS`` in this process, with every path to a measurement stubbed
+    (``single_run``: what stands for a single run's trial)."""
     stderr = io.StringIO()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level  # Hydra configures logging per run
@@ -107,7 +111,7 @@ def run_perflab(args: Sequence[str], workdir: Path) -> Result:
         mp.setattr(sys, "argv", ["perflab", *args])
         mp.setattr(sys, "path", list(sys.path))  # check_settings adds the working dir
         mp.setattr(outcome, "_pending", [])
-        mp.setattr(cli, "run_single", _single_trial)
+        mp.setattr(cli, "run_single", single_run)
         mp.setattr(launcher, "check_all", _sweep_checks)
         mp.setattr(launcher, "run_experiment", _measured)
         mp.setattr("perflab.scaleout.launch_groups", _measured)
@@ -446,6 +450,11 @@ CURATED: list[list[str]] = [
     ["model.input.shape=[1,'${nosuch}']"],
     ["lr=inf"],
     ["seed=18446744073709551616"],
+    # accepted once: the batch grew a trial's memory at ~23 MB/s, the workers set off the
+    # OOM killer (refused on any machine with fewer than 250 cores)
+    ["batch_size=1000000000000"],
+    ["num_workers=1000"],
+    ["num_workers=1000", "allow_unwise=true"],
     ["--nosuch"],
     ["--cfg=bad"],
     ["--cfg"],
@@ -593,6 +602,78 @@ def bad_sweeps() -> st.SearchStrategy[list[str]]:
 @given(args=bad_sweeps())
 def test_sweeps_with_one_bad_value_measure_nothing(workdir, args):
     assert_one_line(run_perflab(args, workdir), args, "perflab", names_of(args[1:]))
+    no_trials(workdir)
+
+
+# --- sizes ---------------------------------------------------------------------------------
+
+# The machine the size limits are checked against here: fixed, so every run sees the same
+# answers (the real figures: tests/test_sizes.py)
+FUZZ_MACHINE = size_rules.Machine(cores=2, host_available=8 * 2**30, device_free=None)
+SIZE_FIELDS = ["batch_size", "num_workers", "model.input.shape", "data.num_samples"]
+# built-in models whose input shape follows one of their sizes
+SHAPED_BY = [
+    ("model=mlp", "model.in_features"),
+    ("model=convnet", "model.image_size"),
+    ("model=transformer", "model.seq_len"),
+]
+
+
+def size() -> st.SearchStrategy[int]:
+    """Small, powers of two, anything up to 10**30: each order of magnitude gets its turn."""
+    return st.one_of(
+        st.integers(1, 64), st.integers(0, 100).map(lambda k: 2**k), st.integers(1, 10**30)
+    )
+
+
+def sizes() -> st.SearchStrategy[list[str]]:
+    """Right-typed, positive sizes: batch_size with num_workers, data.num_samples, the
+    input's shape, directly or through a built-in model's size."""
+    shape = st.lists(size(), min_size=1, max_size=4).map(lambda d: str(d).replace(" ", ""))
+    return st.one_of(
+        st.tuples(size(), size().map(lambda w: w - 1)).map(
+            lambda t: [f"batch_size={t[0]}", f"num_workers={t[1]}"]
+        ),
+        size().map(lambda n: [f"data.num_samples={n}"]),
+        st.tuples(shape, size()).map(lambda t: [f"model.input.shape={t[0]}", f"batch_size={t[1]}"]),
+        st.tuples(st.sampled_from(SHAPED_BY), size(), size()).map(
+            lambda t: [t[0][0], f"{t[0][1]}={t[1]}", f"batch_size={t[2]}"]
+        ),
+    )
+
+
+def assert_fits(cfg: config.PerflabConfig, machine: size_rules.Machine) -> None:
+    """What a run the checks let through may ask of the machine: one batch's input and
+    target within its free memory, no more workers than cores (allow_unwise is off), the
+    workers' and the sampler's memory within it too."""
+    free = machine.host_available or 0
+    element = {"float32": 4, "int64": 8}[cfg.model.input.dtype]
+    one_batch = cfg.batch_size * (math.prod(cfg.model.input.shape) * element + 8)
+    assert one_batch <= free, f"a batch of {one_batch} bytes let through"
+    assert cfg.num_workers <= machine.cores
+    assert cfg.num_workers * size_rules.WORKER_BYTES <= free
+    assert cfg.data.num_samples * 8 <= free  # the sampler's permutation alone
+
+
+@settings(FUZZ, max_examples=30)
+@given(args=sizes())
+def test_sizes_run_or_are_refused_in_one_line(workdir, args):
+    let_through: list[config.PerflabConfig] = []
+
+    def single_run(cfg: config.PerflabConfig, *rest: Any) -> Path:
+        let_through.append(cfg)
+        return _single_trial(cfg, *rest)
+
+    args = ["device=cpu", *args]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(resolve, "machine_now", lambda device: FUZZ_MACHINE)
+        result = run_perflab(args, workdir, single_run)
+    if let_through and str(result.code).startswith("not rejected"):
+        event("let through")  # pytest --hypothesis-show-statistics counts them
+        assert_fits(let_through[0], FUZZ_MACHINE)  # it would run: exit 0 unless it fails
+    else:
+        event("refused")
+        assert_one_line(result, args, "perflab", [*SIZE_FIELDS, *names_of(args)])
     no_trials(workdir)
 
 

@@ -133,6 +133,7 @@ def prints_then_crashes(_: object) -> None:
 
 def test_a_child_that_crashes_leaves_what_it_printed_in_its_log(tmp_path):
     log = tmp_path / "sweep" / "0" / "check.log"
+    log.parent.parent.mkdir()  # a sweep directory exists before anything runs in it
     # a fork server of its own, started without PYTHONUNBUFFERED: the child's stdout is
     # block-buffered, as on most machines, until output_to makes it line-buffered
     script = (

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
+from perflab.records import write_json_atomic
 from perflab.report import load, write_report
+from perflab.report.cli import GATES
 from perflab.report.markdown import esc
+from perflab.report.text import table
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report.md"
 PERFLAB_REPORT = command("perflab-report")
@@ -181,3 +186,74 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry():
     text = "\n".join(resources_section(report))
     assert "| amp=off | 3,072.0 | 2,048.0 (3,072.0) | util 98 %, SM clock 99% of max" in text
     assert "NVIDIA H100 80GB HBM3" in text and "allocated MiB" in text
+
+
+def _unreadable(sweep: Path) -> None:
+    """Every record of a newer perflab: nothing this one can read."""
+    for path in sweep.glob("*/trials/r*.json"):
+        path.write_text(path.read_text().replace('"schema_version":', '"schema_version":9', 1))
+
+
+@pytest.mark.parametrize("gate", sorted(GATES))
+def test_every_gate_fails_when_it_has_nothing_to_judge(tmp_path, capsys, gate):
+    from perflab.report.cli import main
+
+    make_sweep(tmp_path)
+    _unreadable(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([str(tmp_path), "--fail-on", gate])
+    assert exited.value.code == 1
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "gate failed" in x]
+    assert line.startswith(f"perflab-report: gate failed: {gate}: nothing to judge: ")
+    assert "24 record file(s) could not be read" in line
+    assert (tmp_path / "report.md").exists()  # the report is still written
+
+
+def test_gates_judge_what_has_data(tmp_path, capsys):
+    from perflab.report.cli import main
+
+    make_sweep(tmp_path)
+    main(
+        [str(tmp_path), *[x for g in sorted(GATES) if g != "not-faster" for x in ("--fail-on", g)]]
+    )
+    assert "gate failed" not in capsys.readouterr().err
+
+
+def test_a_grouped_sweep_without_data_fails_its_gates(tmp_path):
+    from sweeps import make_sweep as sweep
+
+    for key in ("model=a", "model=b"):
+        sweep(tmp_path / "groups" / key)
+        _unreadable(tmp_path / "groups" / key)
+    groups = [{"key": k, "dir": k, "state": "done"} for k in ("model=a", "model=b")]
+    write_json_atomic(tmp_path / "groups.json", {"groups": groups})
+    for gate in ("slower", "unreliable"):
+        result = subprocess.run(
+            [*PERFLAB_REPORT, str(tmp_path), "--fail-on", gate], capture_output=True, text=True
+        )
+        assert result.returncode == 1, result.stderr
+        assert f"gate failed: {gate}: nothing to judge: " in result.stderr
+
+
+def _cells(line: str) -> int:
+    """Cells of a markdown table row: the pipes no backslash escapes, less one."""
+    return len(re.findall(r"(?<!\\)(?:\\\\)*\|", line)) - 1
+
+
+def test_control_characters_and_pipes_cannot_change_the_markdown(tmp_path):
+    make_sweep(tmp_path, label="amp=x\n# injected|y\r## more")
+    text = write_report(load(tmp_path)).read_text()
+    lines = text.splitlines()
+    assert not [x for x in lines if "injected" in x and x.lstrip("> -").startswith("#")]
+    assert not [x for x in lines if x.startswith(("## more", "# injected"))]
+    assert "x\\\\n\\# injected\\|y\\\\r\\#\\# more" in text  # shown, escaped, in the text
+    assert "`amp=x\\n# injected|y\\r## more`" in text  # and in the overrides' code span
+    header = 0
+    for line in lines:
+        if line.startswith("|") and not line.startswith("|---"):
+            header = header or _cells(line)
+            assert _cells(line) == header, line
+        elif not line.startswith("|"):
+            header = 0
+    assert esc("a\nb|c\x1b[31m\u2028") == "a\\\\nb\\|c\\\\x1b\\[31m\\\\u2028"
+    assert table(["a", "b"], [["x|y", "z\nw"]])[2] == "| x\\|y | z\\nw |"

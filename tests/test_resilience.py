@@ -388,12 +388,12 @@ def test_unreadable_records_are_skipped_and_named_by_the_analysis(tmp_path, caps
     from sweeps import make_sweep
 
     plan = make_sweep(tmp_path)
-    (tmp_path / "0" / "trials" / "r003.json").write_text('{"schema_version": 3}')
+    (tmp_path / "0" / "trials" / "r003.json").write_text('{"schema_version": 99}')
     (tmp_path / "1" / "trials" / "r004.json").write_text('{"schema_version": 1, "status": "ok"')
     skipped: list[str] = []
     trials = load_trials(tmp_path, plan, skipped)
     assert 3 not in trials["0"] and 4 not in trials["1"] and len(trials["sentinel"]) == 8
-    assert skipped[0].startswith("0/trials/r003.json: schema_version=3 is not supported")
+    assert skipped[0].startswith("0/trials/r003.json: schema_version=99 is not supported")
     assert skipped[1].startswith("1/trials/r004.json: not a readable perflab record")
     assert capsys.readouterr().err.count("perflab: warning: skipping") == 2
     assert analyze_dir(tmp_path)["variants"][0]["trials"] == 7  # and no crash
@@ -435,7 +435,8 @@ FULL_DISK = (  # perflab's CLI with shutil.disk_usage saying the disk is full
 def test_a_full_disk_or_an_unwritable_directory_stops_before_measuring(tmp_path):
     (tmp_path / "file").write_text("")
     cases = [
-        (["-m", "hydra.sweep.dir=file/sweep"], "cannot write the results: [Errno 20]"),
+        # checked before Hydra creates it (perflab.launcher.prepare)
+        (["-m", "hydra.sweep.dir=file/sweep"], "hydra.sweep.dir=file/sweep: "),
         (["hydra.run.dir=file/run"], "cannot write the results: [Errno 20]"),
         (["-m", "hydra.sweep.dir=sweep"], "hydra.sweep.dir=sweep: only 1.0 MB free on its disk"),
         (["hydra.run.dir=run"], "/run: only 1.0 MB free on its disk"),

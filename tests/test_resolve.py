@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from perflab import resolve as resolve_mod
+from perflab import sizes
 from perflab.errors import ConfigError
 from perflab.resolve import resolve
 
@@ -46,10 +47,22 @@ def test_fp16_on_a_slow_cpu_is_refused_unless_allowed(make_config, monkeypatch):
 
 
 def test_unwise_settings_warn(make_config, monkeypatch):
-    monkeypatch.setattr(resolve_mod.os, "sched_getaffinity", lambda pid: {0, 1})
-    overrides = ("device=cpu", "num_workers=3", "pin_memory=true", "compile=reduce-overhead")
+    monkeypatch.setattr(sizes.os, "sched_getaffinity", lambda pid: {0, 1})
+    overrides = ("device=cpu", "threads=3", "pin_memory=true", "compile=reduce-overhead")
     text = " | ".join(resolve(make_config(*overrides)).warnings)
-    assert "num_workers=3 exceeds the 2 usable cores" in text
+    assert "threads=3 exceeds the 2 usable cores" in text
     assert "pin_memory=true has no effect" in text
     assert "reduce-overhead" in text
     assert resolve(make_config("device=cpu")).warnings == []
+
+
+def test_more_workers_than_cores_are_refused_unless_allowed(make_config, monkeypatch):
+    # a warning until the OOM killer ran twice on the shared machine (tests/test_sizes.py)
+    monkeypatch.setattr(sizes.os, "sched_getaffinity", lambda pid: {0, 1})
+    with pytest.raises(ConfigError, match=r"^num_workers=3: more workers than the 2 usable"):
+        resolve(make_config("device=cpu", "num_workers=3"))
+    warnings = resolve(make_config("device=cpu", "num_workers=3", "allow_unwise=true")).warnings
+    assert warnings == [
+        "num_workers=3: more workers than the 2 usable cores: they compete with the step "
+        "(allow_unwise=true)"
+    ]

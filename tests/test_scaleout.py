@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
+from perflab import scaleout
+from perflab.console_streams import CONSOLE_LOG
 from perflab.errors import ConfigError
 from perflab.plan import Job
 from perflab.records import write_json_atomic
 from perflab.report.merge import write_merged_report
 from perflab.scaleout import Group, check_group_by, split
+from perflab.sweepdir import LOCK_FILE
 
 PERFLAB = command("perflab")
 REPORT = command("perflab-report")
@@ -117,7 +122,8 @@ def _layout(root: Path) -> set[str]:
     paths = set()
     for p in root.rglob("*"):
         parts = list(p.relative_to(root).parts)
-        if ".hydra" in parts or parts[0] == "multirun.yaml":
+        # the sweep process's own files: Hydra's, the lock and the console's copy
+        if ".hydra" in parts or parts[0] in ("multirun.yaml", LOCK_FILE, CONSOLE_LOG):
             continue
         paths.add("/".join([labels.get(parts[0], parts[0]), *parts[1:]]))
     return paths
@@ -221,3 +227,88 @@ def test_slurm_settings_become_sbatch_options(tmp_path, monkeypatch):
         "--job-name=perflab",
     ):
         assert f"#SBATCH {option}\n" in script
+
+
+class _SlurmJob:
+    """A submitted SLURM job as _wait sees it: done() once its result file exists; like
+    submitit's, result() waits for done() (it never returns for a job without a result)."""
+
+    job_id = "42"
+
+    def __init__(self, tmp_path: Path, done_after: int | None) -> None:
+        self.paths = SimpleNamespace(stderr=tmp_path / "42_0_log.err")
+        self.polls, self.done_after = 0, done_after
+
+    def done(self) -> bool:
+        self.polls += 1
+        return self.done_after is not None and self.polls > self.done_after
+
+    def result(self) -> dict:
+        assert self.done(), "submitit's result() would wait here forever"
+        return {
+            "key": "batch_size=3",
+            "hostname": "node1",
+            "stop_reason": "max rounds",
+            "seconds": 1.0,
+        }
+
+
+def _squeue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """A fake squeue on PATH that runs ``body`` and notes each call in a file."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "squeue.calls"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n{body}\n')
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(scaleout, "SLURM_POLL_S", 0.0)
+    monkeypatch.setattr(scaleout, "RESULT_GRACE_S", 0.0)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("squeue", "state"),
+    [
+        ("echo CANCELLED", "CANCELLED"),  # scancel of a pending job: it never ran
+        # ended more than MinJobAge ago: SLURM has forgotten it
+        (
+            "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+            scaleout.SLURM_GONE,
+        ),
+    ],
+)
+def test_slurm_job_that_ended_without_a_result_is_a_failed_group(
+    tmp_path, monkeypatch, squeue, state
+):
+    """Without SLURM accounting submitit's done() never turns true for such a job (sacct
+    fails); squeue tells perflab it ended, and the group is recorded failed, not waited
+    on forever (seen with scancel of a pending job on the single-node cluster)."""
+    calls = _squeue(tmp_path, monkeypatch, squeue)
+    said: list[str] = []
+    task = SimpleNamespace(key="batch_size=3", sweep_dir=str(tmp_path / "groups" / "batch_size=3"))
+    entry = scaleout._wait(task, _SlurmJob(tmp_path, None), 0.0, said.append, slurm=True)
+    assert (entry["key"], entry["dir"], entry["job_id"], entry["state"]) == (
+        "batch_size=3",
+        "batch_size=3",
+        "42",
+        "failed",
+    )
+    assert f"SLURM job ended ({state}) without a result" in entry["error"]
+    assert "42_0_log.err" in entry["error"]
+    assert said == [f"group batch_size=3: job 42 ended ({state}) without a result"]
+    assert "--jobs=42" in calls.read_text()
+
+
+@pytest.mark.parametrize(
+    "squeue",
+    [
+        "echo PENDING",
+        # the controller is unreachable for a while: no reason to give the job up
+        "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1",
+    ],
+)
+def test_slurm_job_still_queued_is_waited_for(tmp_path, monkeypatch, squeue):
+    calls = _squeue(tmp_path, monkeypatch, squeue)
+    task = SimpleNamespace(key="batch_size=3", sweep_dir=str(tmp_path / "groups" / "batch_size=3"))
+    entry = scaleout._wait(task, _SlurmJob(tmp_path, 5), 0.0, lambda _: None, slurm=True)
+    assert (entry["state"], entry["stop_reason"], entry["job_id"]) == ("done", "max rounds", "42")
+    assert calls.read_text().count("--jobs=42") >= 2  # asked, and went on waiting

@@ -7,7 +7,7 @@ registering it in sys.modules, and dataclasses cannot resolve string annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
@@ -33,12 +33,18 @@ class PerflabLauncher(Launcher):
     def __init__(self) -> None:
         self.config: Optional[DictConfig] = None  # noqa: UP045 - see the module docstring
         self.hydra_context: Optional[HydraContext] = None  # noqa: UP045
+        self.lock: Any = None  # perflab.sweepdir.SweepLock, once set up
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
+        from perflab.launcher import prepare
+
         self.config = config
         self.hydra_context = hydra_context
+        # Hydra creates the sweep directory and writes into it right after this: check it
+        # and take its lock first
+        self.lock = prepare(config)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -46,4 +52,7 @@ class PerflabLauncher(Launcher):
         from perflab.launcher import launch
 
         assert self.config is not None and self.hydra_context is not None
-        return launch(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        try:
+            return launch(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        finally:
+            self.lock.release()

@@ -25,6 +25,7 @@ def write_report(
 ) -> Path:
     """Write report.md with its PNG plots, the CSV exports and summary.json; return the
     report's path. ``extra``: markdown lines added before the method (e.g. --against)."""
+    from perflab.atomic import replaced_whole, write_text_whole
     from perflab.report.artifacts import publish
     from perflab.report.markdown import render
     from perflab.report.plots import draw_all
@@ -33,26 +34,32 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     files = publish(report, out)
     extra = incidents(report) + (extra or [])
-    (out / REPORT_FILE).write_text(render(report, draw_all(report, out), extra, files))
+    write_text_whole(out / REPORT_FILE, render(report, draw_all(report, out), extra, files))
     for name, filename in CSV_FILES.items():
-        getattr(report, name).to_csv(out / filename, index=False)
+        with replaced_whole(out / filename) as tmp:
+            getattr(report, name).to_csv(tmp, index=False)
     write_json_atomic(out / SUMMARY_FILE, report.summary)
     return out / REPORT_FILE
 
 
 def incidents(report: Report) -> list[str]:
     """A "Failures and notes" section: every trial that failed, crashed, hung or was
-    invalid (with why), record files that could not be read, and resumed sessions; none
-    when the run went cleanly."""
+    invalid (with why), record files that could not be read or were changed after they
+    were written, and resumed sessions; none when the run went cleanly."""
+    from perflab.analysis import EDITED
     from perflab.report.text import esc
 
     lines = [
-        f"- {esc(v['label'])}, round {int(r) + 1} ({v['dir']}/trials/r{int(r):03d}.json): "
+        f"- {esc(v['label'])}, round {int(r) + 1} ({esc(v['dir'])}/trials/r{int(r):03d}.json): "
         f"{esc(why)}"
         for v in report.summary["variants"]
         for r, why in v["failed"].items()
     ]
     lines += [f"- skipped an unreadable file: {esc(s)}" for s in report.skipped]
+    lines += [
+        f"- {esc(path)}: {EDITED} (its values passed the checks and are used as they are)"
+        for path in report.summary.get("edited_records", [])
+    ]
     lines += [
         f"- resumed at round {r['at_round'] + 1} ({r['trials_kept']} finished trials kept "
         "from the earlier session)"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab.atomic import replaced_whole
 from perflab.plan import Variant
 from perflab.profiling import TRACE_FILE
 from perflab.report.tables import Report
@@ -101,7 +102,8 @@ def publish(report: Report, out: Path) -> ProfilerFiles:
                 found[v.name] = f"{v.dir}/{PROFILE_DIR}/{relative}"
             elif (source_dir / relative).exists():
                 (out / copy).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source_dir / relative, out / copy)
+                with replaced_whole(out / copy) as tmp:
+                    shutil.copyfile(source_dir / relative, tmp)
                 found[v.name] = copy
     if not in_sweep:
         _prune(out, set(files.traces.values()) | set(files.snapshots.values()))

@@ -1,7 +1,8 @@
 """perflab-report SWEEP_DIR: regenerate a sweep's report from its records alone.
 
-Exit codes: 0 report written (and no --fail-on gate matched); 1 a --fail-on gate matched
-(for CI: `perflab-report SWEEP --fail-on slower`); 2 bad arguments or not a sweep dir.
+Exit codes: 0 report written (and no --fail-on gate matched); 1 a --fail-on gate matched,
+or had nothing to judge (every comparison NO DATA, no numerics check, no A/A sentinel
+result: a gate that cannot judge never passes); 2 bad arguments or not a sweep dir.
 """
 
 from __future__ import annotations
@@ -10,27 +11,76 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from perflab.analysis import EXPERIMENT_FILE, Experiment
+from perflab.analysis import EXPERIMENT_FILE, load_experiment
 from perflab.console import experiment_table
 
-Gate = Callable[[dict[str, Any], dict[str, Any]], bool]
+NO_DATA = "NO DATA"
 
-# --fail-on NAME: what it means, and its test on one comparison and the summary
-GATES: dict[str, tuple[str, Gate]] = {
-    "slower": (
+
+@dataclass(frozen=True)
+class Gate:
+    # what --fail-on NAME means, for --help
+    meaning: str
+    # whether one comparison (or the summary) matches
+    matches: Callable[[dict[str, Any], dict[str, Any]], bool]
+    # why there is nothing this gate can judge (the comparisons and the summary), or None
+    nothing: Callable[[list[dict[str, Any]], dict[str, Any]], str | None]
+
+
+def _no_verdict(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
+    from perflab.stats import MIN_PAIRED_ROUNDS
+
+    if not rows:
+        return "the sweep has no comparison (no swept knob has a baseline)"
+    if all(c["verdict"] == NO_DATA for c in rows):
+        return (
+            f"every comparison is {NO_DATA} (fewer than {MIN_PAIRED_ROUNDS} rounds with an "
+            "ok trial of both variants)"
+        )
+    return None
+
+
+def _no_numerics(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
+    if any(c.get("numerics") for c in rows):
+        return None
+    return "no comparison has a numerics check (no probe of both variants: their round-0 trial)"
+
+
+def _no_sentinel(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
+    # a merged summary (scaleout groups) has one sentinel per group
+    sentinels = summary["sentinels"] if "sentinels" in summary else [summary.get("sentinel")]
+    if any(sentinels):
+        return None
+    return "no A/A sentinel result (the sweep ran without one, or it has no paired rounds)"
+
+
+# --fail-on NAME
+GATES: dict[str, Gate] = {
+    "slower": Gate(
         "the verdict is SLOWER (also against --against)",
         lambda c, s: c["verdict"] == "SLOWER",
+        _no_verdict,
     ),
-    "not-faster": ("the verdict is anything but FASTER", lambda c, s: c["verdict"] != "FASTER"),
-    "inconclusive": ("the verdict is INCONCLUSIVE", lambda c, s: c["verdict"] == "INCONCLUSIVE"),
-    "numerics": (
+    "not-faster": Gate(
+        "the verdict is anything but FASTER", lambda c, s: c["verdict"] != "FASTER", _no_verdict
+    ),
+    "inconclusive": Gate(
+        "the verdict is INCONCLUSIVE", lambda c, s: c["verdict"] == "INCONCLUSIVE", _no_verdict
+    ),
+    "numerics": Gate(
         "the outputs changed beyond tolerance",
         lambda c, s: bool(c.get("numerics")) and not c["numerics"].get("ok"),
+        _no_numerics,
     ),
-    "unreliable": ("the experiment is flagged unreliable", lambda c, s: bool(s["unreliable"])),
+    "unreliable": Gate(
+        "the experiment is flagged unreliable",
+        lambda c, s: bool(s["unreliable"]),
+        _no_sentinel,
+    ),
 }
 
 
@@ -93,7 +143,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         choices=sorted(GATES),
         help="exit 1 when any comparison matches (repeatable): "
-        + "; ".join(f"{k}: {v[0]}" for k, v in sorted(GATES.items())),
+        + "; ".join(f"{k}: {v.meaning}" for k, v in sorted(GATES.items()))
+        + "; and when it has nothing to judge",
     )
     return parser
 
@@ -110,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         if not (directory / EXPERIMENT_FILE).is_file():
             _fail(f"{directory}: no {EXPERIMENT_FILE}; not a perflab sweep directory")
         try:
-            Experiment.load(directory)
+            load_experiment(directory)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             _fail(f"{directory / EXPERIMENT_FILE}: unreadable ({exc!r})")
     _check_writable(args)
@@ -131,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     path = write_report(report, args.out, extra)
     print(experiment_table(report.summary))
     print(f"report: {path}")
-    _gates(args.fail_on, rows, report.summary)
+    _gates(args.fail_on, rows, report.summary, len(report.skipped))
 
 
 def _grouped(args: argparse.Namespace) -> None:
@@ -148,18 +199,30 @@ def _grouped(args: argparse.Namespace) -> None:
     summary = json.loads((path.parent / "summary.json").read_text())
     print(f"report: {path}")
     rows = [{**c, "variant": f"{c['variant']} [{c['group']}]"} for c in summary["comparisons"]]
-    _gates(args.fail_on, rows, summary)
+    _gates(args.fail_on, rows, summary, len(summary.get("skipped", [])))
 
 
-def _gates(gates: list[str], rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    failed = [
-        f"{gate}: {c['variant']} vs {c['baseline']} ({c['verdict']})"
-        for gate in gates
-        for c in rows
-        if GATES[gate][1](c, summary)
-    ]
+def _gates(
+    gates: list[str], rows: list[dict[str, Any]], summary: dict[str, Any], skipped: int
+) -> None:
+    """Exit 1 with one line when a gate matched a comparison, or has nothing to judge
+    (``skipped``: record files that could not be read, often why)."""
+    failed = []
+    for name in gates:
+        gate = GATES[name]
+        if (why := gate.nothing(rows, summary)) is not None:
+            unread = f"; {skipped} record file(s) could not be read" if skipped else ""
+            failed.append(f"{name}: nothing to judge: {why}{unread}")
+            continue
+        failed += [
+            f"{name}: {c['variant']} vs {c['baseline']} ({c['verdict']})"
+            for c in rows
+            if gate.matches(c, summary)
+        ]
     if failed:
-        print("perflab-report: gate failed: " + "; ".join(failed), file=sys.stderr)
+        from perflab.report.text import visible
+
+        print("perflab-report: gate failed: " + visible("; ".join(failed)), file=sys.stderr)
         sys.exit(1)
 
 

@@ -16,7 +16,7 @@ from perflab.report.artifacts import ProfilerFiles, files_section
 from perflab.report.profiles import profiles_section, why_section
 from perflab.report.resources import resources_section
 from perflab.report.tables import Report, first_ok
-from perflab.report.text import esc, table
+from perflab.report.text import code, esc, table
 from perflab.report.text import num as _num
 from perflab.stats import MIN_PAIRED_ROUNDS
 
@@ -269,10 +269,10 @@ def conditions_section(report: Report) -> list[str]:
     loads = [x for r in records for x in r.load_start + r.load_end]
     lines.append(f"- load average seen: {min(loads, default=0):.2f} to {max(loads, default=0):.2f}")
     argv = env.get("argv") or []
-    lines.append("- command: `" + " ".join(["perflab", *argv[1:]]).replace("`", "'") + "`")
+    lines.append("- command: " + code(" ".join(["perflab", *map(str, argv[1:])])))
     lines.append("- variants (Hydra overrides):")
     lines += [
-        f"  - {esc(v.label)}: `{' '.join(v.overrides).replace('`', chr(39))}`"
+        f"  - {esc(v.label)}: {code(' '.join(v.overrides))}"
         for v in report.experiment.plan.variants
     ]
     warnings = sorted({w for r in records for w in r.warnings})
@@ -349,12 +349,12 @@ def render(
     lines = ["# perflab report", ""]
     if s["stop_reason"] in ("running", "interrupted", "config error"):
         lines += [
-            f"> **Incomplete**: the sweep did not finish (state: {s['stop_reason']}); "
+            f"> **Incomplete**: the sweep did not finish (state: {esc(s['stop_reason'])}); "
             f"this report covers the trials on disk.{_missing(report)}",
             "",
         ]
     for reason in s["unreliable"]:
-        lines += [f"> **UNRELIABLE**: {reason}", ""]
+        lines += [f"> **UNRELIABLE**: {esc(reason)}", ""]
     for note in s.get("health", []):
         lines += [f"> Health: {esc(note)}", ""]
     if s.get("label"):

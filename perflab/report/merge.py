@@ -167,20 +167,28 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
 
 
 def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> dict[str, Any]:
-    """Every group's comparisons and flags, each tagged with its group (for --fail-on)."""
-    comparisons, unreliable, health = [], [], []
+    """Every group's comparisons and flags, each tagged with its group (for --fail-on):
+    its A/A sentinel, the record files it skipped and those changed after they were
+    written too, so that a gate can tell when it has nothing to judge."""
+    comparisons, unreliable, health, sentinels, skipped, edited = [], [], [], [], [], []
     for entry, report in groups:
         if report is None:
             continue
-        s = report.summary
-        comparisons += [{**c, "group": entry["key"]} for c in s["comparisons"]]
-        unreliable += [f"{entry['key']}: {u}" for u in s["unreliable"]]
-        health += [f"{entry['key']}: {h}" for h in s.get("health", [])]
+        s, key = report.summary, entry["key"]
+        comparisons += [{**c, "group": key} for c in s["comparisons"]]
+        unreliable += [f"{key}: {u}" for u in s["unreliable"]]
+        health += [f"{key}: {h}" for h in s.get("health", [])]
+        sentinels.append(s.get("sentinel"))
+        skipped += [f"{key}: {f}" for f in report.skipped]
+        edited += [f"{key}: {f}" for f in s.get("edited_records", [])]
     return {
         "groups": [entry for entry, _ in groups],
         "comparisons": comparisons,
         "unreliable": unreliable,
         "health": health,
+        "sentinels": sentinels,
+        "skipped": skipped,
+        "edited_records": edited,
     }
 
 

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from perflab import stats
+from perflab.atomic import replaced_whole
 from perflab.report.tables import Report
+from perflab.report.text import visible
 
 DPI = 110
 
@@ -35,8 +37,11 @@ def _save(fig: Any, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI, facecolor="white")
-    plt.close(fig)
+    try:
+        with replaced_whole(path) as tmp:  # a full disk leaves no 0-byte plot behind
+            fig.savefig(tmp, dpi=DPI, facecolor="white", format="png")
+    finally:
+        plt.close(fig)
 
 
 def forest(report: Report, path: Path) -> bool:
@@ -112,7 +117,7 @@ def rounds(report: Report, path: Path) -> bool:
     for label, by_round in costs.items():
         if by_round:
             xs = sorted(by_round)
-            ax.plot(xs, [by_round[r] / 1e6 for r in xs], "o-", ms=3, lw=0.8, label=label)
+            ax.plot(xs, [by_round[r] / 1e6 for r in xs], "o-", ms=3, lw=0.8, label=visible(label))
     ax.set_xlabel("round")
     unit = "ms per step (median)" if report.summary["metric"] == "latency" else "ms per sample"
     ax.set_ylabel(unit)
@@ -134,7 +139,7 @@ def distributions(report: Report, path: Path) -> bool:
         ]
         if steps:
             xs = np.sort(steps)
-            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=v.label)
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=visible(v.label))
             drawn = True
     if drawn:
         ax.set_xlabel("step time, ms")
@@ -196,9 +201,9 @@ def memory(report: Report, path: Path) -> bool:
 
 
 def _label_rows(ax: Any, labels: list[str]) -> None:
-    """One horizontal bar per variant, labelled, first at the top."""
+    """One horizontal bar per variant, labelled (on one line), first at the top."""
     ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels)
+    ax.set_yticklabels([visible(label) for label in labels])
     ax.invert_yaxis()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from perflab.report.tables import Report
-from perflab.report.text import esc, table
+from perflab.report.text import code, esc, table
 from perflab.report.text import num as _num
 
 
@@ -161,7 +161,7 @@ def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list
     if d["hypotheses"]:
         lines += ["", "Hypotheses to test next (not facts):", ""]
         lines += [
-            f"- {esc(h.split(': perflab')[0])}: `perflab{h.split(': perflab')[1]}`"
+            f"- {esc(h.split(': perflab')[0])}: {code('perflab' + h.split(': perflab')[1])}"
             if ": perflab" in h
             else f"- {esc(h)}"
             for h in d["hypotheses"]
