@@ -9,7 +9,18 @@ then does its fault) with a baseline, one more variant and the A/A sentinel, 4 r
   alone), each sent while the second trial of round 3 is running (so round 3 is left
   partly done), then the same command again;
 - corrupt: a finished sweep gets a truncated record, a foreign JSON file and a record
-  of a future schema_version, then the same command again and perflab-report.
+  of a future schema_version, then the same command again and perflab-report;
+- kill_9 (the sweep process alone) and sighup (its process group, as a dropped SSH
+  session), while the second trial of round 3 runs, then the same command: no process
+  may outlive the sweep (checked after 5 s), no record may appear after the kill;
+- concurrent: a second perflab with another experiment on the live directory;
+- code_edit: the model's module (no git) edited between a finished session and a resume;
+- disk_full: a 60 MB tmpfs filled while the second trial runs (needs root to mount),
+  then space freed and the same command again;
+- pipe_closed: `perflab -m ... | head -2`;
+- deleted_dir: the sweep directory removed while the second trial runs;
+- bad_dirs: `/`, `/proc`, a file, a foreign non-empty directory and a 100 kB name, as
+  hydra.sweep.dir of a sweep and hydra.run.dir of a single run.
 
 Per scenario it reports the exit code(s), the finished trials kept (trials that had a
 record when the fault or the signal came, still there and unchanged afterwards; must be
@@ -52,15 +63,20 @@ COMMON = (
     "trial.warmup_steps=2",
     "trial.warmup_s=0",
     "trial.min_steps=5",
-    "trial.timeout_s=3",
+    "trial.warmup_max_s=1",
     f"schedule.min_rounds={ROUNDS}",
     f"schedule.max_rounds={ROUNDS}",
 )
 # a fault in the second variant's trial; trials of ~0.1 s
 FAULT = (*COMMON, "trial.min_s=0", "+schedule.treatments={model.args.fault:none}")
+# the hang is cut short; a healthy trial gets time to spare on a loaded machine
+# (the warm-up rule may run to trial.warmup_max_s, 5 s by default: capped below 3 s)
+TIMEOUT = {"hang": "trial.timeout_s=3"}
+SPARE = "trial.timeout_s=60"
 # two healthy variants with trials of ~0.4 s, so that a signal lands inside one
 HEALTHY = (
     *COMMON,
+    SPARE,
     "trial.min_s=0.3",
     "+model.args.step_us=2000,2100",
     "+schedule.treatments={model.args.step_us:2000}",
@@ -96,7 +112,8 @@ def started(log: Path) -> int:
 
 def in_trial_fault(root: Path, fault: str) -> dict[str, Any]:
     sweep, log = root / fault, root / f"{fault}.log"
-    args = [*FAULT, f"+model.args.fault=none,{fault}", f"+model.args.started_log={log}"]
+    args = [*FAULT, TIMEOUT.get(fault, SPARE), f"+model.args.fault=none,{fault}"]
+    args.append(f"+model.args.started_log={log}")
     result = perflab(root, [*args, f"hydra.sweep.dir={sweep}"])
     got = layout(sweep)
     expected_status = "timeout" if fault == "hang" else "failed"

@@ -29,10 +29,10 @@ from perflab.analysis import EXPERIMENT_FILE
 from perflab.console_streams import CONSOLE_LOG
 from perflab.sweepdir import LOCK_FILE
 
-# trials of ~1 s: long enough to act while one runs
+# trials of ~0.7 s: long enough to act while one runs
 LONG = (
     *BASE,
-    "trial.min_s=1",
+    "trial.min_s=0.6",
     "schedule.min_rounds=3",
     "schedule.max_rounds=3",
     "+model.args.step_us=2000,2100",
@@ -152,6 +152,7 @@ def test_editing_the_model_s_module_between_sessions_refuses_the_resume(tmp_path
     (tmp_path / "mymodel.py").write_text(source)
     args = [
         *(a.replace("tests.faulty.build", "mymodel.build") for a in QUICK),
+        "schedule.sentinel=false",  # two variants are enough to resume
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
     assert perflab(tmp_path, *args).returncode == 0

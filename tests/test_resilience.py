@@ -83,6 +83,8 @@ def test_every_kind_of_failed_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
         *FAULTY,
         *ROUNDS,
         "trial.timeout_s=4",
+        # the warm-up rule may run to its cap (5 s by default): past the timeout
+        "trial.warmup_max_s=1",
         "+model.args.fault=none,raise,oom,segfault,sigkill,hang",
         "+schedule.treatments={model.args.fault:none}",
         f"hydra.sweep.dir={sweep}",
