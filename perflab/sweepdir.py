@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def check_output_dir(directory: Path | str, field: str, markers: tuple[str, ...]
         raise refuse(f"/{absolute.parts[1]} is a virtual file system of the kernel")
     if absolute.exists() and not absolute.is_dir():
         raise refuse("it is a file")
-    if absolute.is_dir() and not _is_ours(absolute, markers):
+    if absolute.is_dir() and not _is_ours(absolute, markers, refuse):
         raise refuse("it is a non-empty directory that perflab did not write")
 
 
@@ -76,14 +77,15 @@ def shown(value: str) -> str:
     return value if len(value) <= SHOWN_CHARS else f"{value[:60]}...({len(value)} characters)"
 
 
-def _is_ours(directory: Path, markers: tuple[str, ...]) -> bool:
+def _is_ours(
+    directory: Path, markers: tuple[str, ...], refuse: Callable[[str], ConfigError]
+) -> bool:
+    """Empty, or holding one of ``markers``."""
     try:
         with os.scandir(directory) as entries:
             names = {entry.name for entry in entries}
     except OSError as exc:
-        raise ConfigError(
-            "output directory", str(directory), "a readable directory", exc.strerror or ""
-        ) from exc
+        raise refuse(f"it cannot be read ({exc.strerror})") from exc
     return not names or any(marker in names for marker in markers)
 
 
