@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import logging
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -30,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ConfigError, DiskFull, no_space
-
-log = logging.getLogger(__name__)
 
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.trial"]
 

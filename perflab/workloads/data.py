@@ -16,8 +16,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from perflab.config import InputSpec, TargetSpec
 
-_DTYPES = {"float32": torch.float32, "int64": torch.int64}
-
 
 class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __init__(
