@@ -96,7 +96,7 @@ def finished(sweep: Path) -> dict[Path, int]:
 
 def layout(sweep: Path) -> dict[str, list[tuple[int, str]]]:
     """Per variant label, (round, status) of each trial on disk."""
-    from perflab.analysis import Experiment, load_trials
+    from perflab.analysis.summary import Experiment, load_trials
 
     experiment = Experiment.load(sweep)
     trials = load_trials(sweep, experiment.plan)

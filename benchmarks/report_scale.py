@@ -16,9 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from perflab.analysis import EXPERIMENT_FILE, Experiment
-from perflab.plan import Job, build_plan
+from perflab.analysis.summary import Experiment
+from perflab.config.plan import Job, build_plan
 from perflab.records import Samples, TrialRecord, write_json_atomic, write_record
+from perflab.sweepdir import EXPERIMENT_FILE
 
 SCHEDULE = {
     "metric": "latency",

@@ -32,7 +32,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from perflab.simulation import clopper_pearson
+from perflab.analysis.simulation import clopper_pearson
 
 PERFLAB = shutil.which("perflab") or "perflab"
 BASE_US = 10710

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from perflab.steps import TRAIN_PHASES, run_block
-from perflab.timing import HostTimer
+from perflab.measure.steps import TRAIN_PHASES, run_block
+from perflab.measure.timing import HostTimer
 
 
 def empty_train_step(source: Iterator[Any], mark: Callable[[], None]) -> None:

@@ -3,7 +3,7 @@
 Measures, with perflab's own isolation layer (fork server with torch preloaded):
   cold  - the first trial of a run: the fork server starts and imports torch once;
   ready - each later trial: from run_isolated() to the child running its trial code with
-          torch, torch._dynamo and perflab.trial already imported (the 0.5 s bar);
+          torch, torch._dynamo and perflab.measure.trial already imported (the 0.5 s bar);
   round - a whole round trip (start, run a no-op, answer, exit);
 and, for contrast, a `python -c "import torch"` in a new interpreter (what spawn pays).
 CLOCK_MONOTONIC (perf_counter_ns) is shared by all processes on Linux, so the child's
@@ -23,7 +23,7 @@ import time
 
 def child_entry(_: object) -> tuple[int, bool]:
     entered = time.perf_counter_ns()
-    ready = all(m in sys.modules for m in ("torch", "torch._dynamo", "perflab.trial"))
+    ready = all(m in sys.modules for m in ("torch", "torch._dynamo", "perflab.measure.trial"))
     return entered, ready
 
 

@@ -1,6 +1,6 @@
 """perflab's error rates, measured on simulated experiments with known truth.
 
-Every experiment runs perflab's whole method (perflab.simulation: shuffled rounds with the
+Every experiment runs perflab's whole method (perflab.analysis.simulation: shuffled rounds with the
 A/A sentinel, the warm-up rule, trial lengths fixed by each configuration's first trial,
 the stopping rule, the verdicts with Holm adjustment, the sentinel check and the
 carry-over estimate) on simulated step times; only the steps are invented. Each line
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from perflab import steady
-from perflab.simulation import Machine, Tally, clopper_pearson, preset, tally, with_fields
+from perflab.analysis import steady
+from perflab.analysis.simulation import Machine, Tally, clopper_pearson, preset, tally, with_fields
 
 # Per-round noise of the log-ratio about 2 % (2 % step noise, 1.2 % per trial): the
 # issue's "per-round noise <= 2 %".
@@ -219,7 +219,7 @@ def warmup_rule(n: int) -> None:
     start-of-trial slowdown is left in the timed block (median and worst of n trials)."""
     import numpy as np
 
-    from perflab.simulation import SimVariant, run_trial
+    from perflab.analysis.simulation import SimVariant, run_trial
 
     cases = (
         ("30 % slow start, tau 0.2 s, GPU-like noise", CARRY, 0.01, True),
@@ -251,7 +251,7 @@ def family(n: int) -> None:
     how often does any variant get a FASTER/SLOWER verdict, without and with Holm?"""
     import numpy as np
 
-    from perflab import stats
+    from perflab.analysis import stats
 
     rng = np.random.default_rng(8)
     any_raw = any_holm = 0
@@ -269,7 +269,7 @@ def family(n: int) -> None:
 
 
 def changepoint(n: int) -> None:
-    """The in-trial level-shift flag (perflab.steady.changepoints)."""
+    """The in-trial level-shift flag (perflab.analysis.steady.changepoints)."""
     import random
 
     rng = random.Random(9)

@@ -19,11 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from perflab.sweepdir import CONSOLE_LOG
+
 # errno values of a console that is gone: the reader of a pipe exited, the terminal hung up
 GONE = (errno.EPIPE, errno.EIO, errno.ENXIO, errno.EBADF)
-
-# the copy of a sweep's console, in its directory
-CONSOLE_LOG = "console.log"
 
 
 class TolerantStream:

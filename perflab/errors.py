@@ -59,3 +59,9 @@ def no_space(exc: BaseException) -> bool:
 class SweepDirDeleted(OutputLost):
     """The sweep directory was removed while the sweep ran; writing on would recreate
     it with a fraction of the experiment in it."""
+
+
+def printable(message: str) -> str:
+    """The message on one line whatever the user typed: a newline or other control
+    character inside an override (or a path) is shown escaped, as Python writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)

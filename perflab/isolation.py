@@ -30,7 +30,7 @@ from typing import Any
 
 from perflab.errors import ConfigError, DiskFull, no_space
 
-PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.trial"]
+PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.measure.trial"]
 
 
 # A child ended by these was stopped by the user (Ctrl-C reaches the whole process group;
@@ -69,16 +69,6 @@ def resolve_function(fn: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
         return fn
     module, _, name = fn.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-# a trial process's log: its record's path with this suffix (log_beside)
-LOG_SUFFIX = ".log"
-
-
-def log_beside(record_path: str | Path) -> Path:
-    """Where a trial process's own output goes: beside its record, the same name with
-    ``.log`` (trials/r000.log, profile/profile.log)."""
-    return Path(record_path).with_suffix(LOG_SUFFIX)
 
 
 def drop_if_empty(log: Path) -> bool:

@@ -1,6 +1,6 @@
 """Trial records: one JSON file per trial, written atomically, read back strictly.
 
-Raw samples are the truth; every summary is recomputed from them (:mod:`perflab.stats`).
+Raw samples are the truth; every summary is recomputed from them (:mod:`perflab.analysis.stats`).
 Every field and its unit is documented in docs/records.md.
 
 Schema history:
@@ -63,7 +63,7 @@ class Samples:
     stop_reason: str
     # steps in each warm-up sample (1, or steps_per_sample once the steps are grouped)
     warmup_sample_steps: list[int] = field(default_factory=list)
-    # why the warm-up ended: "steady" (perflab.steady's rule), "cap" (trial.warmup_max_s
+    # why the warm-up ended: "steady" (perflab.analysis.steady's rule), "cap" (trial.warmup_max_s
     # reached first), "minimum" (trial.steady_tolerance=0: the minimum only), "none"
     warmup_stop: str = "minimum"
     # wall-clock length of the warm-up, s
@@ -123,11 +123,11 @@ class TrialRecord:
     warnings: list[str] = field(default_factory=list)
     samples: Samples | None = None
     memory: dict[str, Any] = field(default_factory=dict)
-    # per knob: requested, observed, ok, detail (see perflab.knobs)
+    # per knob: requested, observed, ok, detail (see perflab.measure.knobs)
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     # settings that must not differ between compared variants
     conditions: dict[str, Any] = field(default_factory=dict)
-    # GPU telemetry sampled during the timed block (perflab.telemetry); on CPU only
+    # GPU telemetry sampled during the timed block (perflab.measure.telemetry); on CPU only
     # {"available": false, "reason": ...}
     telemetry: dict[str, Any] = field(default_factory=dict)
     probe: Probe | None = None
@@ -195,7 +195,7 @@ def write_json_atomic(path: Path, data: Any, parents: bool = True) -> None:
     """``parents=False`` creates the file's own directory only (a trial's trials/), never
     the ones above it: in a sweep, a job directory that is gone means the sweep directory
     was deleted mid-run, and recreating it would leave a fraction of the experiment there
-    (FileNotFoundError instead; perflab.schedule.run_one stops the sweep)."""
+    (FileNotFoundError instead; perflab.experiment.schedule.run_one stops the sweep)."""
     path.parent.mkdir(parents=parents, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -361,7 +361,7 @@ def _top_level_problem(record: TrialRecord) -> str | None:
     peak = record.memory.get("peak_bytes")
     if peak is not None and not _is_whole(peak):
         return _bad("memory.peak_bytes", peak, "not a byte count (an integer >= 0)")
-    readings = record.memory.get("sample_bytes")  # the leak flag's (perflab.variants)
+    readings = record.memory.get("sample_bytes")  # the leak flag's (perflab.analysis.variants)
     if readings is not None:
         return _bad_entry("memory.sample_bytes", readings, _is_whole, "not a byte count")
     return None
@@ -418,3 +418,23 @@ def _probe_problem(record: TrialRecord) -> str | None:
             return _bad(f"probe.{name}", value, "not a number")
     shape = _bad_entry("probe.output_shape", p.output_shape, _is_whole, "not a dimension")
     return shape or _bad_entry("probe.output_sample", p.output_sample, _is_number, "not a number")
+
+
+# the key of record.memory that holds the per-sample readings (SampleMemory.in_bytes)
+SAMPLE_BYTES = "sample_bytes"
+
+
+# nvmlClocksEventReasons bits (NVML API reference, "Clock Event Reasons"); the values are
+# stable across driver versions. The first three are benign: an idle GPU, or clocks the
+# administrator or the display chose.
+THROTTLE_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "display_clock_setting": 0x100,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+}

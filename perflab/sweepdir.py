@@ -1,5 +1,23 @@
-"""Where a sweep writes: checks on the directory before anything is written, and the lock
-that keeps one perflab per sweep directory.
+"""The sweep directory: every name and path in it, the checks made on it before anything
+is written, and the lock that keeps one perflab per sweep directory.
+
+    SWEEP/                       hydra.sweep.dir
+      .perflab.lock              LOCK_FILE: who is running here
+      experiment.json            EXPERIMENT_FILE: the plan, the stop, the fingerprint
+      summary.json               SUMMARY_FILE: the analysis (python -m perflab.analysis)
+      report.md  *.csv  *.png    REPORT_FILE and the report's exports and plots
+      console.log                CONSOLE_LOG: everything perflab printed
+      groups.json  groups/KEY/   GROUPS_FILE, GROUPS_DIR: a sweep split by scaleout.group_by
+      JOB/                       one Hydra job (variant) per directory: 0, 1, ...
+        .hydra/                  Hydra's composed config of the job
+        check.log                CHECK_LOG: what the settings check printed
+        trials/r000.json         trial_record(job_dir, round): one record per round,
+        trials/r000.log          log_beside(record): what that trial process printed
+        profile/profile.json     PROFILE_DIR, PROFILE_FILE: the profiled pass
+        profile/trace/...        TRACE_DIR, TRACE_FILE: its Chrome trace
+        profile/memory_snapshot.pickle   MEMORY_SNAPSHOT_FILE
+
+A single run (``perflab`` without -m) writes ``trials/000.json`` in hydra.run.dir.
 
 Two promises rest on this module. **Never write where it does harm**: Hydra creates the
 sweep directory and writes multirun.yaml into it before any launcher runs, so with
@@ -28,13 +46,76 @@ from pathlib import Path
 
 from perflab.errors import ConfigError
 
+# --- names ------------------------------------------------------------------------------
+
 # held (flock) by the perflab running in a sweep directory; says who that is
 LOCK_FILE = ".perflab.lock"
+EXPERIMENT_FILE = "experiment.json"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.md"
+# the copy of a sweep's console, in its directory
+CONSOLE_LOG = "console.log"
+# a sweep split into groups (scaleout.group_by): the index, and a sweep directory per group
+GROUPS_FILE = "groups.json"
+GROUPS_DIR = "groups"
+# submitit's own files (job scripts, pickled results and logs)
+SUBMITIT_DIR = ".submitit"
+# Hydra's composed config of a job, in the job's directory
+HYDRA_DIR = ".hydra"
+# what the settings check of a variant printed (importing the user's factories), in its
+# job directory
+CHECK_LOG = "check.log"
+TRIALS_DIR = "trials"
+# the suffix a record that failed validation is kept under, beside its replacement
+REJECTED_SUFFIX = ".rejected"
+# a trial process's log: its record's path with this suffix (log_beside)
+LOG_SUFFIX = ".log"
+PROFILE_DIR = "profile"
+PROFILE_FILE = "profile.json"
+# The trace gets a directory of its own, and a name TensorBoard's profiler plugin
+# recognises (WORKER.pt.trace.json.gz): `tensorboard --logdir JOB/profile` finds it, and
+# Holistic Trace Analysis, which reads every .json/.json.gz file of a directory as one
+# rank's trace, can be pointed at JOB/profile/trace (profile.json must not be beside it).
+TRACE_DIR = "trace"
+TRACE_FILE = "perflab.pt.trace.json.gz"
+MEMORY_SNAPSHOT_FILE = "memory_snapshot.pickle"
+
 # files that make a directory a perflab sweep, one of them in every sweep perflab started
 # (experiment.json, or groups.json when scaleout.group_by splits it into groups)
-SWEEP_MARKERS = (LOCK_FILE, "experiment.json", "groups.json")
+SWEEP_MARKERS = (LOCK_FILE, EXPERIMENT_FILE, GROUPS_FILE)
 # what perflab leaves in a single run's directory (hydra.run.dir)
-RUN_MARKERS = (".hydra", "trials")
+RUN_MARKERS = (HYDRA_DIR, TRIALS_DIR)
+
+
+# --- paths ------------------------------------------------------------------------------
+
+
+def trial_record(job_dir: Path, round_: int) -> Path:
+    """The record of a sweep's trial in round ``round_`` of the job (variant) in ``job_dir``."""
+    return job_dir / TRIALS_DIR / f"r{round_:03d}.json"
+
+
+def trial_records(job_dir: Path) -> list[Path]:
+    """Every trial record of a job, by round."""
+    return sorted((job_dir / TRIALS_DIR).glob("r*.json"))
+
+
+def single_run_record(run_dir: Path) -> Path:
+    """The record of a single run (``perflab`` without -m)."""
+    return run_dir / TRIALS_DIR / "000.json"
+
+
+def profile_record(job_dir: Path) -> Path:
+    return job_dir / PROFILE_DIR / PROFILE_FILE
+
+
+def log_beside(record_path: str | Path) -> Path:
+    """Where a trial process's own output goes: beside its record, the same name with
+    ``.log`` (trials/r000.log, profile/profile.log)."""
+    return Path(record_path).with_suffix(LOG_SUFFIX)
+
+
+# --- checks -----------------------------------------------------------------------------
 
 # Linux's limits (limits.h: NAME_MAX, PATH_MAX): longer names fail deep inside Hydra with
 # ENAMETOOLONG after it has created the directories above

@@ -19,7 +19,8 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from perflab.config import PerflabConfig, register_configs
+from perflab.config.compose import register_configs
+from perflab.config.schema import PerflabConfig
 
 register_configs()
 
@@ -46,7 +47,7 @@ def _device_explicit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     node = request.node
     if node.get_closest_marker("cuda") or node.get_closest_marker("device_agnostic"):
         return
-    from perflab import resolve
+    from perflab.measure import resolve
 
     real = resolve._resolve_device
 

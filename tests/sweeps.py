@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from perflab.analysis import EXPERIMENT_FILE, Experiment
-from perflab.plan import Job, Plan, build_plan
+from perflab.analysis.summary import Experiment
+from perflab.config.plan import Job, Plan, build_plan
 from perflab.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
+from perflab.sweepdir import EXPERIMENT_FILE
 
 SCHEDULE = {
     "metric": "latency",

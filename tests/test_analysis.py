@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sweeps import make_sweep
 
-from perflab.analysis import analyze_dir, main
+from perflab.analysis.summary import analyze_dir, main
 
 
 def test_reanalysis_is_bit_identical(tmp_path):

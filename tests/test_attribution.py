@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from perflab import attribution
-from perflab.diagnosis import delta_breakdown
-from perflab.profiling import union_us
+from perflab.profile import attribution
+from perflab.profile.diagnosis import delta_breakdown
+from perflab.profile.families import union_us
 
 FIXTURES = Path(__file__).parent / "fixtures" / "h100"
 TRACES = sorted((FIXTURES / "traces").glob("*/*.json.xz"))

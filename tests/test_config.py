@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.config import (
+from perflab.config.schema import (
     ConvNetConfig,
     CustomModelConfig,
     MLPConfig,

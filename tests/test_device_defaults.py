@@ -1,7 +1,7 @@
 """Defaults by device: the fields a user does not set take the cpu defaults perflab always
 had, or on CUDA a GPU-bound workload; what the user sets wins. No GPU needed: device=cuda
 composes the cuda defaults anywhere (composition needs no torch), and device=auto is
-pointed at a machine with or without CUDA by replacing perflab.config.cuda_available."""
+pointed at a machine with or without CUDA by replacing perflab.config.devices.cuda_available."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from hydra import compose, initialize_config_module
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf, open_dict
 
-from perflab import cli, config
-from perflab import resolve as resolve_mod
-from perflab.config import ConvNetConfig, MLPConfig, TransformerConfig
+from perflab.config import compose as perflab_compose
+from perflab.config import devices
+from perflab.config.schema import ConvNetConfig, MLPConfig, PerflabConfig, TransformerConfig
 from perflab.errors import ConfigError
 from perflab.isolation import Outcome
+from perflab.measure import resolve as resolve_mod
 
 # The cpu defaults as they were before the defaults depended on the device: the README's
 # `perflab` and main command measure exactly this on a machine without CUDA.
@@ -77,7 +78,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Any:
             asked.append(available)
             return available
 
-        monkeypatch.setattr(config, "cuda_available", answer)
+        monkeypatch.setattr(devices, "cuda_available", answer)
 
     set_cuda.asked = asked  # type: ignore[attr-defined]
     return set_cuda
@@ -86,7 +87,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_the_cpu_defaults_are_unchanged():
     cfg, record, choices = composed("device=cpu")
     assert subset(record, CPU_DEFAULTS) == CPU_DEFAULTS
-    assert isinstance(cfg, config.PerflabConfig) and type(cfg.model) is ConvNetConfig
+    assert isinstance(cfg, PerflabConfig) and type(cfg.model) is ConvNetConfig
     assert cfg.model.input.shape == [3, 32, 32] and cfg.trial.min_steps == 20
     assert (choices["model"], choices["data"], choices["device"]) == ("convnet", "synthetic", "cpu")
 
@@ -191,7 +192,10 @@ def test_an_unknown_device_names_the_field_value_and_allowed():
     # device is a config group: Hydra refuses the option, the CLI says it in one line
     with pytest.raises(MissingConfigException) as info:
         composed("device=tpu")
-    assert cli.one_line(info.value) == "device=tpu: no such option; allowed: auto, cpu, cuda"
+    assert (
+        perflab_compose.one_line(info.value)
+        == "device=tpu: no such option; allowed: auto, cpu, cuda"
+    )
 
 
 def test_the_record_of_a_cuda_trial_says_which_defaults_applied_and_why(monkeypatch):
@@ -216,13 +220,13 @@ def test_defaults_composed_for_another_device_are_flagged(composed_cuda, device)
 
 
 def test_without_an_nvidia_gpu_the_launching_process_starts_nothing(monkeypatch):
-    monkeypatch.setattr(config, "_nvml_gpu_count", lambda: 0)
+    monkeypatch.setattr(devices, "_nvml_gpu_count", lambda: 0)
     monkeypatch.setattr("perflab.isolation.run_isolated", pytest.fail)
-    config.cuda_available.cache_clear()
+    devices.cuda_available.cache_clear()
     try:
-        assert config.cuda_available() is False
+        assert devices.cuda_available() is False
     finally:
-        config.cuda_available.cache_clear()
+        devices.cuda_available.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -236,12 +240,12 @@ def test_with_an_nvidia_gpu_a_trial_process_answers_once(monkeypatch, outcome, e
         asked.append(fn)
         return outcome
 
-    monkeypatch.setattr(config, "_nvml_gpu_count", lambda: 1)
+    monkeypatch.setattr(devices, "_nvml_gpu_count", lambda: 1)
     monkeypatch.setattr("perflab.isolation.run_isolated", run_isolated)
-    config.cuda_available.cache_clear()
+    devices.cuda_available.cache_clear()
     try:
-        assert config.cuda_available() is expected
-        assert config.cuda_available() is expected
+        assert devices.cuda_available() is expected
+        assert devices.cuda_available() is expected
     finally:
-        config.cuda_available.cache_clear()
-    assert asked == ["perflab.resolve:cuda_available"]
+        devices.cuda_available.cache_clear()
+    assert asked == ["perflab.measure.resolve:cuda_available"]

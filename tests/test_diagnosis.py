@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.diagnosis import delta_breakdown, diagnose
+from perflab.profile.diagnosis import delta_breakdown, diagnose
 
 
 def profile(families_us: dict[str, float], steps: int = 2, ops: list[str] = ()) -> dict:
@@ -97,7 +97,7 @@ def test_elementwise_dominated_profile_is_memory_bound_with_fusion_hypothesis():
 
 
 def test_every_rule_carries_its_condition_and_reason():
-    from perflab.diagnosis import DIAGNOSIS_RULES
+    from perflab.profile.diagnosis import DIAGNOSIS_RULES
 
     assert DIAGNOSIS_RULES[-1].kind == "compute-bound"
     assert all(r.condition and r.reason for r in DIAGNOSIS_RULES)

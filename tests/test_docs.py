@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.config import (
+from perflab.config.schema import (
     DataConfig,
     InputSpec,
     PerflabConfig,

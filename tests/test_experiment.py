@@ -11,7 +11,7 @@ import pytest
 from console_scripts import command
 from tiny import cpu_runs_fp16_natively
 
-from perflab.analysis import analyze_dir
+from perflab.analysis.summary import analyze_dir
 from perflab.records import load_record
 
 PERFLAB = command("perflab")

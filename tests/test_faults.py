@@ -25,9 +25,7 @@ from test_resilience import (
     records,
 )
 
-from perflab.analysis import EXPERIMENT_FILE
-from perflab.console_streams import CONSOLE_LOG
-from perflab.sweepdir import LOCK_FILE
+from perflab.sweepdir import CONSOLE_LOG, EXPERIMENT_FILE, LOCK_FILE
 
 # trials of ~0.7 s: long enough to act while one runs
 LONG = (

@@ -10,7 +10,7 @@ model and dataset factories: trial.check_settings, the checks a sweep runs on ev
 variant before its first round); an input that passes them too would have been measured,
 and the example fails as "not rejected" rather than running a trial.
 
-Values come from the schema: every field of the dataclasses in perflab/config.py gets
+Values come from the schema: every field of the dataclasses in perflab/config/schema.py gets
 junk of the wrong type for its declared type, so a new field is fuzzed without touching
 this file; a field of a type this file has no junk for fails test_every_field_is_fuzzed.
 """
@@ -36,9 +36,14 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from sweeps import make_sweep
 
-from perflab import cli, config, launcher, outcome, resolve
-from perflab import sizes as size_rules
-from perflab.errors import ConfigError, PerflabError, format_value
+from perflab import cli
+from perflab import exits as outcome
+from perflab.config import schema as config
+from perflab.config import vocabulary
+from perflab.errors import ConfigError, PerflabError, format_value, printable
+from perflab.experiment import launcher
+from perflab.measure import resolve
+from perflab.measure import sizes as size_rules
 
 # Device-agnostic: the inputs are what a user types, device=auto included, and each must be
 # refused the same way on any machine (the whole file passed on the H100 as it does here).
@@ -70,7 +75,7 @@ class Result:
 def _checked(request: Any) -> list[str]:
     """trial.check_settings, with a ConfigError turned into what the parent raises when
     a trial process reports one (request.run_in_fresh_process, schedule.check_all)."""
-    from perflab.trial import check_settings
+    from perflab.measure.trial import check_settings
 
     try:
         return check_settings(request)
@@ -81,7 +86,7 @@ def _checked(request: Any) -> list[str]:
 def _single_trial(
     cfg: config.PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: Any
 ) -> Path:
-    from perflab.trial import TrialRequest
+    from perflab.measure.trial import TrialRequest
 
     invocation = {"argv": list(sys.argv), "cwd": str(Path.cwd())}
     _checked(TrialRequest(cfg, config_dict, "", invocation, choices=choices))
@@ -114,7 +119,7 @@ def run_perflab(
         mp.setattr(cli, "run_single", single_run)
         mp.setattr(launcher, "check_all", _sweep_checks)
         mp.setattr(launcher, "run_experiment", _measured)
-        mp.setattr("perflab.scaleout.launch_groups", _measured)
+        mp.setattr("perflab.experiment.scaleout.launch_groups", _measured)
         try:
             with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
                 cli.main()
@@ -151,7 +156,7 @@ def assert_one_line(result: Result, args: Sequence[str], prog: str, names: Seque
     lines = result.stderr.splitlines()
     assert len(lines) == 1, f"{prog} {shown}: {len(lines)} lines:\n{result.stderr}"
     assert lines[0].startswith(f"{prog}: error: "), lines[0]
-    wanted = [cli.printable(n) for n in names if n]
+    wanted = [printable(n) for n in names if n]
     assert any(n in lines[0] for n in wanted), f"{lines[0]!r} names none of {wanted}"
 
 
@@ -169,20 +174,20 @@ def no_trials(workdir: Path) -> None:
 
 # --- the schema ----------------------------------------------------------------------------
 
-# String fields with a fixed vocabulary, and the constant in perflab/config.py that holds it
+# String fields with a fixed vocabulary, and the constant in perflab/config/schema.py that holds it
 ENUMS: dict[str, tuple[str, ...]] = {
-    "mode": config.MODES,
-    "device": config.DEVICES,
-    "amp": config.AMP_VALUES,
-    "compile": config.COMPILE_VALUES,
-    "fused": config.FUSED_VALUES,
-    "matmul_precision": config.MATMUL_PRECISIONS,
-    "optimizer": config.OPTIMIZERS,
-    "data.source": config.DATA_SOURCES,
-    "schedule.metric": config.METRICS,
-    "model.input.dtype": config.INPUT_DTYPES,
-    "model.target.kind": config.TARGET_KINDS,
-    "scaleout.executor": config.EXECUTORS,
+    "mode": vocabulary.MODES,
+    "device": vocabulary.DEVICES,
+    "amp": vocabulary.AMP_VALUES,
+    "compile": vocabulary.COMPILE_VALUES,
+    "fused": vocabulary.FUSED_VALUES,
+    "matmul_precision": vocabulary.MATMUL_PRECISIONS,
+    "optimizer": vocabulary.OPTIMIZERS,
+    "data.source": vocabulary.DATA_SOURCES,
+    "schedule.metric": vocabulary.METRICS,
+    "model.input.dtype": vocabulary.INPUT_DTYPES,
+    "model.target.kind": vocabulary.TARGET_KINDS,
+    "scaleout.executor": vocabulary.EXECUTORS,
 }
 # String fields naming a factory "module.function"
 FACTORIES = {"model._target_", "data.dataset"}
@@ -204,7 +209,7 @@ MODELS = [name for name in config.MODEL_SCHEMAS if name != "custom"]
 @dataclasses.dataclass(frozen=True)
 class Field:
     path: str  # model.input.shape
-    kind: str  # the annotation as written in perflab/config.py: int, str | None, list[int]
+    kind: str  # the annotation as written in perflab/config/schema.py: int, str | None, list[int]
     base: tuple[str, ...] = ()  # overrides that make the field exist (model=mlp)
 
 
@@ -327,7 +332,7 @@ def junk_for(field: Field) -> st.SearchStrategy[str]:
 
 
 def out_of_range() -> st.SearchStrategy[list[str]]:
-    """Values of the right type that the rules in perflab/config.py refuse."""
+    """Values of the right type that the rules in perflab/config/schema.py refuse."""
 
     def ints(key: str, below: int, *base: str) -> st.SearchStrategy[list[str]]:
         return st.integers(max_value=below - 1).map(lambda v: [*base, f"{key}={v}"])

@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 from tiny import TINY
 
-from perflab import memory
+from perflab.analysis import health
+from perflab.analysis.health import leak_flag, stall_flag, stalls
+from perflab.analysis.variants import variant_summary
+from perflab.config.plan import Variant
 from perflab.isolation import run_isolated
-from perflab.plan import Variant
-from perflab.records import Samples, TrialRecord, load_record
-from perflab.request import RUN_TRIAL
-from perflab.steps import run_block
-from perflab.timing import HostTimer
-from perflab.trial import TrialRequest
-from perflab.variants import leak_flag, stall_flag, stalls, variant_summary
+from perflab.measure import memory
+from perflab.measure.steps import run_block
+from perflab.measure.timing import HostTimer
+from perflab.measure.trial import TrialRequest
+from perflab.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
+from perflab.trial_request import RUN_TRIAL
 
 MIB = 2**20
 BASE = 400 * MIB  # about what a CPU trial's RSS holds as its timed block begins
@@ -36,7 +38,7 @@ def _record(step_ns: list[int], sample_bytes: list[int] | None = None, group: in
     )
     record = TrialRecord("ok", {}, {"batch_size": 1}, "", "", samples=samples)
     if sample_bytes is not None:
-        record.memory[memory.SAMPLE_BYTES] = sample_bytes
+        record.memory[SAMPLE_BYTES] = sample_bytes
     return record
 
 
@@ -57,12 +59,12 @@ def _steps(rng: random.Random, n: int, median_ns: float = 1e6, sd: float = 0.05)
 
 
 def test_growth_of_a_steady_leak_is_its_rate():
-    g = memory.growth([BASE + i * MIB for i in range(100)], steps_per_sample=1)
+    g = health.growth([BASE + i * MIB for i in range(100)], steps_per_sample=1)
     assert g is not None and g.steady
     assert g.per_step == MIB and g.over_block == 100 * MIB and g.start == BASE
-    grouped = memory.growth([BASE + i * MIB for i in range(100)], steps_per_sample=4)
+    grouped = health.growth([BASE + i * MIB for i in range(100)], steps_per_sample=4)
     assert grouped is not None and grouped.per_step == MIB / 4
-    assert memory.growth([BASE] * (memory.MIN_READINGS - 1), 1) is None
+    assert health.growth([BASE] * (health.MIN_READINGS - 1), 1) is None
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,7 @@ def test_growth_of_a_steady_leak_is_its_rate():
     ids=["one-time jump", "early ramp", "flat"],
 )
 def test_memory_that_rises_once_is_not_steady(shape):
-    g = memory.growth([BASE + x for x in shape], 1)
+    g = health.growth([BASE + x for x in shape], 1)
     assert g is not None and not g.steady
     assert leak_flag([_record([10**6] * 100, [BASE + x for x in shape])]) is None
 
@@ -252,7 +254,7 @@ def _trial(tmp_path: Path, cfg) -> tuple[TrialRecord, list[str]]:
     record = load_record(path)
     assert record.status == "ok", record.error
     assert record.samples is not None
-    assert len(record.memory[memory.SAMPLE_BYTES]) == len(record.samples.step_ns)
+    assert len(record.memory[SAMPLE_BYTES]) == len(record.samples.step_ns)
     return record, _summary({0: record})["health"]
 
 
@@ -293,5 +295,5 @@ def test_a_stalling_model_is_flagged(tmp_path, make_config):
 )
 def test_ordinary_models_get_neither_flag(tmp_path, make_config, overrides):
     record, health = _trial(tmp_path, make_config(*overrides))
-    assert memory.growth(record.memory[memory.SAMPLE_BYTES], 1) is not None  # the rule ran
+    assert health.growth(record.memory[SAMPLE_BYTES], 1) is not None  # the rule ran
     assert not _has(health, LEAK) and not _has(health, STALL), health

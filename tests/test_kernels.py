@@ -18,11 +18,11 @@ from torch import nn
 
 from perflab.errors import ConfigError
 from perflab.kernels import CALLS, TOLERANCES, FusedLinearGELU, fuse_model, ops
+from perflab.measure.resolve import resolve
+from perflab.measure.trial import TrialRequest, run_trial
 from perflab.records import load_record, write_record
 from perflab.report import load, write_report
 from perflab.report.markdown import INTERPRETER_LABEL
-from perflab.resolve import resolve
-from perflab.trial import TrialRequest, run_trial
 from perflab.workloads.models import convnet, mlp, transformer
 
 DTYPES = list(TOLERANCES)
@@ -254,7 +254,7 @@ def test_fused_without_triton_is_a_config_error_and_on_cpu_a_warning(make_config
     assert not any("Triton" in w for w in warnings("off"))
     real = __import__("importlib.util").util.find_spec
     monkeypatch.setattr(
-        "perflab.resolve.importlib.util.find_spec",
+        "perflab.measure.resolve.importlib.util.find_spec",
         lambda name, *a: None if name == "triton" else real(name, *a),
     )
     with pytest.raises(ConfigError, match=r"fused=triton: .*pip install triton"):

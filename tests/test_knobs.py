@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from perflab import knobs
-from perflab.resolve import Resolved
+from perflab.measure import knobs
+from perflab.measure.resolve import Resolved
 
 
 def _conv_model() -> nn.Module:

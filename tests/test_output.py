@@ -14,11 +14,11 @@ from pathlib import Path
 from console_scripts import command
 from sweeps import make_sweep
 
+from perflab.config.plan import Variant
 from perflab.isolation import output_to
-from perflab.plan import Variant
-from perflab.profiling import TRACE_DIR, TRACE_FILE
 from perflab.report import load, write_report
 from perflab.report.artifacts import files_section, folder_names, publish, safe_name
+from perflab.sweepdir import TRACE_DIR, TRACE_FILE
 
 NOISY_MODULE = """
 import os

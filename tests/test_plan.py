@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from perflab.config.plan import SENTINEL, Job, build_plan, swept_keys
 from perflab.errors import PerflabError
-from perflab.plan import SENTINEL, Job, build_plan, swept_keys
 
 
 def jobs(*specs: dict) -> list[Job]:

@@ -9,8 +9,9 @@ import pytest
 from tiny import TINY
 
 from perflab.isolation import run_isolated
-from perflab.profiling import classify, load_profile
-from perflab.trial import TrialRequest, run_profile
+from perflab.measure.trial import TrialRequest, run_profile
+from perflab.profile.families import classify
+from perflab.profile.profile_file import load_profile
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_a_trace_over_the_bound_is_not_kept(tmp_path, make_config):
 
 
 def test_busy_time_is_the_union_of_intervals_within_the_steps():
-    from perflab.profiling import busy_summary, union_us
+    from perflab.profile.families import busy_summary, union_us
 
     assert union_us([(0, 4), (2, 6), (8, 9)], (1, 10)) == pytest.approx(6.0)
     assert union_us([(0, 1)], (2, 3)) == 0.0

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from sweeps import make_sweep
 
-from perflab import analysis
-from perflab.analysis import Experiment, analyze, analyze_dir, load_trials
+from perflab.analysis import summary as analysis
+from perflab.analysis.__main__ import main as analysis_main
+from perflab.analysis.summary import Experiment, analyze, analyze_dir, load_trials
 from perflab.errors import RecordError
 from perflab.records import (
     SCHEMA_VERSION,
@@ -173,7 +174,7 @@ def test_perflab_report_and_the_analysis_go_on_past_bad_records(tmp_path, capsys
     assert "Traceback" not in err
 
     analysis._warned.clear()  # a fresh process, as `python -m perflab.analysis` is
-    analysis.main([str(tmp_path)])
+    analysis_main([str(tmp_path)])
     captured = capsys.readouterr()
     assert "experiment.json" not in captured.err
     assert captured.err.count("perflab: warning: skipping") == len(expected)
@@ -186,7 +187,7 @@ def test_the_analysis_blames_experiment_json_only_when_it_is_bad(tmp_path, capsy
     experiment[broken] = {}  # a schedule without the metric the analysis reads
     (tmp_path / "experiment.json").write_text(json.dumps(experiment))
     with pytest.raises(SystemExit) as exited:
-        analysis.main([str(tmp_path)])
+        analysis_main([str(tmp_path)])
     assert exited.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"perflab: error: {tmp_path / 'experiment.json'}: unreadable")
@@ -199,7 +200,7 @@ class _FakeTrials:
         self.calls: list[tuple[str, int]] = []
 
     def __call__(self, run, round_: int, sched, lengths):
-        from perflab import schedule
+        from perflab.experiment import schedule
 
         self.calls.append((run.job_dir.name, round_))
         steps = [1_000_000 + 1000 * ((7 * len(self.calls) + i) % 5) for i in range(10)]
@@ -218,9 +219,9 @@ class _FakeTrials:
 
 
 def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path, monkeypatch):
-    from perflab import schedule
-    from perflab.config import ScheduleConfig
-    from perflab.plan import Job, build_plan
+    from perflab.config.plan import Job, build_plan
+    from perflab.config.schema import ScheduleConfig
+    from perflab.experiment import schedule
 
     plan = build_plan(
         [Job(i, [f"amp={a}"], {"amp": a}) for i, a in enumerate(("off", "bf16"))], {}, sentinel=True

@@ -15,11 +15,12 @@ from pathlib import Path
 import console_scripts
 import pytest
 
-from perflab import resume
-from perflab.analysis import EXPERIMENT_FILE, Experiment, analyze_dir, load_trials
+from perflab.analysis.summary import Experiment, analyze_dir, load_trials
 from perflab.errors import ConfigError
+from perflab.experiment import resume
 from perflab.isolation import run_isolated
 from perflab.records import MIN_FREE_BYTES, check_writable, load_record
+from perflab.sweepdir import EXPERIMENT_FILE
 
 PERFLAB = console_scripts.command("perflab")
 # The model of tests/faulty.py on short trial settings, on the CPU: its oom fault raises
@@ -283,7 +284,7 @@ class FakeTrials:
         self.interrupt_at = interrupt_at
 
     def __call__(self, run, round_: int, sched, lengths):
-        from perflab import schedule
+        from perflab.experiment import schedule
         from perflab.records import Samples, TrialRecord, write_record
 
         if len(self.calls) == self.interrupt_at:
@@ -306,9 +307,9 @@ class FakeTrials:
 
 
 def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_path, monkeypatch):
-    from perflab import schedule
-    from perflab.config import ScheduleConfig
-    from perflab.plan import Job, build_plan
+    from perflab.config.plan import Job, build_plan
+    from perflab.config.schema import ScheduleConfig
+    from perflab.experiment import schedule
 
     jobs = [Job(i, [f"amp={a}"], {"amp": a}) for i, a in enumerate(("off", "bf16", "true"))]
     plan = build_plan(jobs, {}, sentinel=True)
@@ -437,7 +438,7 @@ FULL_DISK = (  # perflab's CLI with shutil.disk_usage saying the disk is full
 def test_a_full_disk_or_an_unwritable_directory_stops_before_measuring(tmp_path):
     (tmp_path / "file").write_text("")
     cases = [
-        # checked before Hydra creates it (perflab.launcher.prepare)
+        # checked before Hydra creates it (perflab.experiment.launcher.prepare)
         (["-m", "hydra.sweep.dir=file/sweep"], "hydra.sweep.dir=file/sweep: "),
         (["hydra.run.dir=file/run"], "cannot write the results: [Errno 20]"),
         (["-m", "hydra.sweep.dir=sweep"], "hydra.sweep.dir=sweep: only 1.0 MB free on its disk"),

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from perflab import resolve as resolve_mod
-from perflab import sizes
 from perflab.errors import ConfigError
-from perflab.resolve import resolve
+from perflab.measure import resolve as resolve_mod
+from perflab.measure import sizes
+from perflab.measure.resolve import resolve
 
 
 def _machine(monkeypatch: pytest.MonkeyPatch, cuda: bool, bf16: bool = True) -> None:

@@ -12,14 +12,13 @@ import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
-from perflab import scaleout
-from perflab.console_streams import CONSOLE_LOG
+from perflab.config.plan import Job
 from perflab.errors import ConfigError
-from perflab.plan import Job
+from perflab.experiment import scaleout
+from perflab.experiment.scaleout import Group, check_group_by, split
 from perflab.records import write_json_atomic
 from perflab.report.merge import write_merged_report
-from perflab.scaleout import Group, check_group_by, split
-from perflab.sweepdir import LOCK_FILE
+from perflab.sweepdir import CONSOLE_LOG, LOCK_FILE
 
 PERFLAB = command("perflab")
 REPORT = command("perflab-report")
@@ -195,8 +194,8 @@ def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
 def test_slurm_settings_become_sbatch_options(tmp_path, monkeypatch):
     from submitit.slurm.slurm import _make_sbatch_string
 
-    from perflab.config import ScaleOutConfig, SlurmConfig
-    from perflab.scaleout import make_executor
+    from perflab.config.schema import ScaleOutConfig, SlurmConfig
+    from perflab.experiment.scaleout import make_executor
 
     cfg = ScaleOutConfig(
         group_by=["model"],

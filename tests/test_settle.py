@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from perflab import settle as settle_mod
-from perflab.settle import SETTLE_INTERVAL_S, SETTLE_WINDOW, nvml_target, settle
+from perflab.experiment import settle as settle_mod
+from perflab.experiment.settle import SETTLE_INTERVAL_S, SETTLE_WINDOW, nvml_target, settle
 
 DT = SETTLE_INTERVAL_S
 

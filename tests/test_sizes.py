@@ -1,4 +1,4 @@
-"""Sizes that cannot fit are refused before anything runs (perflab.resolve, "sizes that
+"""Sizes that cannot fit are refused before anything runs (perflab.measure.resolve, "sizes that
 cannot fit"): the rules on fake machines, deterministic; then the real commands, a single
 run and a sweep, on this one."""
 
@@ -10,11 +10,10 @@ from pathlib import Path
 import console_scripts
 import pytest
 
-from perflab import resolve as resolve_mod
-from perflab import sizes
 from perflab.errors import ConfigError
-from perflab.request import TrialRequest
-from perflab.sizes import (
+from perflab.measure import resolve as resolve_mod
+from perflab.measure import sizes
+from perflab.measure.sizes import (
     WORKER_BYTES,
     Machine,
     device_estimate,
@@ -22,7 +21,8 @@ from perflab.sizes import (
     sample_bytes,
     size_limits,
 )
-from perflab.trial import check_settings
+from perflab.measure.trial import check_settings
+from perflab.trial_request import TrialRequest
 
 GIB = 2**30
 # a small machine: 2 cores, 8 GiB free, no GPU

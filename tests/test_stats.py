@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy import stats as sps
 
-from perflab import stats
+from perflab.analysis import stats
 
 
 def test_paired_effect_matches_a_paired_t_test_on_log_costs():

@@ -1,4 +1,4 @@
-"""The warm-up rule and the level-shift detector (perflab.steady), on made-up step series
+"""The warm-up rule and the level-shift detector (perflab.analysis.steady), on made-up step series
 and on step series recorded on an NVIDIA H100 (tests/fixtures/h100). No torch, no timing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab import steady
+from perflab.analysis import steady
 
 H100 = Path(__file__).resolve().parent / "fixtures" / "h100"
 
@@ -22,7 +22,7 @@ class OutOfSteps(Exception):
 
 class Replay:
     """A warm-up over a given series of step times (ns): a clock and a stretch that runs
-    the next steps of the series, as perflab.steps.run_block would."""
+    the next steps of the series, as perflab.measure.steps.run_block would."""
 
     def __init__(self, steps_ns: Iterator[int]) -> None:
         self.steps, self.now = steps_ns, 0

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from perflab import telemetry
-from perflab.telemetry import NvmlSampler, Sample, health_flags, reasons, summarize
+from perflab.analysis.health import telemetry_flags
+from perflab.measure import telemetry
+from perflab.measure.telemetry import NvmlSampler, Sample, reasons, summarize
 
 
 class FakeNvml:
@@ -58,7 +59,7 @@ def test_sampler_reads_during_the_block_and_summarises():
     assert summary["util_pct_median"] == 97 and summary["clock_ratio_median"] == 1.0
     assert summary["power_w_median"] == 650 and summary["power_limit_w"] == 700
     assert summary["temperature_c_max"] == 71 and summary["throttle_share"] == {}
-    assert health_flags([summary]) == []
+    assert telemetry_flags([summary]) == []
 
 
 def test_an_unsupported_query_leaves_its_field_empty():
@@ -73,12 +74,12 @@ def _samples(clocks: list[float], masks: list[int]) -> list[Sample]:
     ]
 
 
-def test_a_low_clock_and_thermal_slowdown_are_health_flags():
+def test_a_low_clock_and_thermal_slowdown_are_telemetry_flags():
     thermal = telemetry.THROTTLE_BITS["sw_thermal_slowdown"]
     s = summarize(_samples([1200] * 8, [thermal] * 3 + [0] * 5), "gpu", 1980, 700, 0.1)
     assert s["clock_ratio_median"] == pytest.approx(1200 / 1980, abs=1e-3)
     assert s["throttle_share"] == {"sw_thermal_slowdown": 0.375}
-    flags = health_flags([s])
+    flags = telemetry_flags([s])
     assert any("below 75% of its maximum in 1/1 trials (median 61%)" in f for f in flags)
     assert "GPU slowdown sw_thermal_slowdown in 1/1 trials, median 38% of samples" in flags
 
@@ -89,7 +90,7 @@ def test_flags_are_one_line_per_kind_over_a_variants_trials():
         summarize(_samples([1980] * 10, [cap] * k + [0] * (10 - k)), "gpu", 1980, 700, 0.1)
         for k in (8, 5, 6, 0, 4, 0)
     ]
-    assert health_flags(trials) == [
+    assert telemetry_flags(trials) == [
         "GPU slowdown sw_power_cap in 4/6 trials, median 55% of samples"
     ]
 
@@ -97,7 +98,7 @@ def test_flags_are_one_line_per_kind_over_a_variants_trials():
 def test_an_idle_gpu_reason_is_not_a_slowdown():
     idle = telemetry.THROTTLE_BITS["gpu_idle"]
     s = summarize(_samples([1980] * 4, [idle] * 4), "gpu", 1980, None, 0.1)
-    assert s["throttle_share"] == {"gpu_idle": 1.0} and health_flags([s]) == []
+    assert s["throttle_share"] == {"gpu_idle": 1.0} and telemetry_flags([s]) == []
 
 
 def test_reason_names_from_a_mask():
@@ -120,4 +121,4 @@ def test_no_telemetry_on_cpu_and_none_without_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", SimpleNamespace(nvmlInit=no_library))
     sampler, info = telemetry.start_sampler("cuda", 100)
     assert sampler is None and not info["available"] and info["reason"]
-    assert health_flags([info]) == []
+    assert telemetry_flags([info]) == []

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from perflab.steps import run_block
-from perflab.timing import EventTimer, HostTimer, split_marks, steps_per_event_window
+from perflab.measure.steps import run_block
+from perflab.measure.timing import EventTimer, HostTimer, split_marks, steps_per_event_window
 
 
 class FakeClock:

@@ -10,10 +10,10 @@ from tiny import TINY
 
 from perflab.errors import ConfigError
 from perflab.isolation import run_isolated
+from perflab.measure.steps import INFER_PHASES, TRAIN_PHASES
+from perflab.measure.trial import TrialRequest, run_trial
 from perflab.records import load_record
-from perflab.request import RUN_TRIAL
-from perflab.steps import INFER_PHASES, TRAIN_PHASES
-from perflab.trial import TrialRequest, run_trial
+from perflab.trial_request import RUN_TRIAL
 
 
 def _run(tmp_path, cfg, name="000.json"):
@@ -105,7 +105,7 @@ def test_a_failing_model_becomes_a_failed_record(tmp_path, make_config):
 
 
 def test_impossible_setting_raises_before_anything_is_written(tmp_path, make_config, monkeypatch):
-    monkeypatch.setattr("perflab.resolve.torch.cuda.is_available", lambda: False)  # no GPU
+    monkeypatch.setattr("perflab.measure.resolve.torch.cuda.is_available", lambda: False)  # no GPU
     with pytest.raises(ConfigError, match="device=cuda: no CUDA"):
         _run(tmp_path, make_config(*TINY, "device=cuda"))
     assert not (tmp_path / "000.json").exists()
@@ -131,7 +131,7 @@ def test_compilation_inside_the_timed_window_invalidates_the_trial(
         n = next(readings)
         return {"graphs": 1, "frames_compiled": n, "graph_breaks": 0, "recompiles": n}
 
-    monkeypatch.setattr("perflab.trial.knobs.compile_counters", counters)
+    monkeypatch.setattr("perflab.measure.trial.knobs.compile_counters", counters)
     _, record = _run(tmp_path, make_config(*TINY))
     assert record.status == "invalid"
     assert "inside the timed window" in record.invalid_reason
@@ -155,7 +155,7 @@ def test_later_rounds_skip_the_probe_and_evidence_pass_unless_asked(tmp_path, ma
 
 
 def test_a_fixed_length_trial_runs_exactly_its_steps(tmp_path, make_config):
-    from perflab.request import TrialLength
+    from perflab.trial_request import TrialLength
 
     cfg = make_config(*TINY, "trial.min_s=0.2")  # device=cpu: one step per sample
     path = tmp_path / "r001.json"

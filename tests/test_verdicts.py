@@ -1,6 +1,6 @@
 """What a verdict claims: the band is the user's alone, the A/A sentinel checks the method,
 a carry-over is found and adjusted for, and seeded simulations of perflab's whole method
-(perflab.simulation; the full ones are benchmarks/validate_statistics.py) keep their error
+(perflab.analysis.simulation; the full ones are benchmarks/validate_statistics.py) keep their error
 rates. No torch, no timing: device=cpu is irrelevant here."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from perflab import analysis, carryover, stats
-from perflab.simulation import Machine, preset, tally, with_fields
+from perflab.analysis import carryover, stats
+from perflab.analysis import summary as analysis
+from perflab.analysis.simulation import Machine, preset, tally, with_fields
 
 
 def _costs(ratios_log: list[float], base: float = 1e6) -> tuple[dict, dict]:
@@ -136,8 +137,8 @@ def test_a_carry_over_is_adjusted_for_and_a_fixed_warm_up_alone_is_biased():
 
 
 def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_number():
-    from perflab.config import ScheduleConfig
-    from perflab.schedule import _progress
+    from perflab.config.schema import ScheduleConfig
+    from perflab.experiment.schedule import _progress
 
     sched = ScheduleConfig()
     early = _progress(2, sched, 3, math.inf, "amp=true", 20.0, 10.0)
@@ -149,7 +150,7 @@ def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_num
 
 
 def test_the_console_table_prints_the_band_the_noise_floor_and_experiment_health():
-    from perflab.console import experiment_table
+    from perflab.report.console import experiment_table
 
     base, var = _costs([0.05, 0.06, 0.04, 0.05, 0.055])
     comparison = {

@@ -20,7 +20,7 @@ TINY = (
 
 def cpu_runs_fp16_natively() -> bool:
     """perflab refuses amp=fp16 on a CPU that only emulates it; the tests of that refusal
-    skip on a CPU with AVX512-FP16 or AMX-FP16 (perflab.resolve's own check)."""
-    from perflab.resolve import _cpu_has_fast_fp16
+    skip on a CPU with AVX512-FP16 or AMX-FP16 (perflab.measure.resolve's own check)."""
+    from perflab.measure.resolve import _cpu_has_fast_fp16
 
     return _cpu_has_fast_fp16()

@@ -1,4 +1,4 @@
-"""perflab's Hydra launcher: a thin shell; the work is in perflab.launcher (imported lazily
+"""perflab's Hydra launcher: a thin shell; the work is in perflab.experiment.launcher (imported lazily
 so Hydra's plugin scan does not import perflab and torch).
 
 No ``from __future__ import annotations`` here: Hydra's scan executes this module before
@@ -38,7 +38,7 @@ class PerflabLauncher(Launcher):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        from perflab.launcher import prepare
+        from perflab.experiment.launcher import prepare
 
         self.config = config
         self.hydra_context = hydra_context
@@ -49,7 +49,7 @@ class PerflabLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        from perflab.launcher import launch
+        from perflab.experiment.launcher import launch
 
         assert self.config is not None and self.hydra_context is not None
         try:

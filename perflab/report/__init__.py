@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.analysis import SUMMARY_FILE
 from perflab.records import write_json_atomic
 from perflab.report.tables import Report, load
+from perflab.sweepdir import REPORT_FILE, SUMMARY_FILE
 
-REPORT_FILE = "report.md"
 CSV_FILES = {
     "comparisons": "comparisons.csv",
     "variants": "variants.csv",
@@ -46,7 +45,7 @@ def incidents(report: Report) -> list[str]:
     """A "Failures and notes" section: every trial that failed, crashed, hung or was
     invalid (with why), record files that could not be read or were changed after they
     were written, and resumed sessions; none when the run went cleanly."""
-    from perflab.analysis import EDITED
+    from perflab.analysis.summary import EDITED
     from perflab.report.text import esc
 
     lines = [

@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from perflab import stats
-from perflab.analysis import costs
-from perflab.config import without_keys
+from perflab.analysis import stats
+from perflab.analysis.summary import costs
+from perflab.config.schema import without_keys
 from perflab.errors import PerflabError
 from perflab.report.tables import Report, first_ok
 from perflab.report.text import esc, table

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from perflab.atomic import replaced_whole
-from perflab.plan import Variant
-from perflab.profiling import TRACE_FILE
+from perflab.config.plan import Variant
 from perflab.report.tables import Report
 from perflab.report.text import esc, table
+from perflab.sweepdir import TRACE_FILE
 
 TRACES_DIR = "traces"
 SNAPSHOTS_DIR = "memory_snapshots"

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from perflab.analysis import EXPERIMENT_FILE, load_experiment
-from perflab.console import experiment_table
+from perflab.analysis.summary import load_experiment
+from perflab.report.console import experiment_table
+from perflab.sweepdir import EXPERIMENT_FILE
 
 NO_DATA = "NO DATA"
 
@@ -32,7 +33,7 @@ class Gate:
 
 
 def _no_verdict(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
-    from perflab.stats import MIN_PAIRED_ROUNDS
+    from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 
     if not rows:
         return "the sweep has no comparison (no swept knob has a baseline)"
@@ -93,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str) -> NoReturn:
-    from perflab.cli import printable
+    from perflab.errors import printable
 
     print(f"perflab-report: error: {printable(message)}", file=sys.stderr)
     sys.exit(2)

@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
+from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 from perflab.report.artifacts import ProfilerFiles, files_section
 from perflab.report.profiles import profiles_section, why_section
 from perflab.report.resources import resources_section
 from perflab.report.tables import Report, first_ok
 from perflab.report.text import code, esc, table
 from perflab.report.text import num as _num
-from perflab.stats import MIN_PAIRED_ROUNDS
 
 
 def _x(speedup: float) -> str:

@@ -1,4 +1,4 @@
-"""The report of a sweep split into groups (perflab.scaleout): one section per group.
+"""The report of a sweep split into groups (perflab.experiment.scaleout): one section per group.
 
 Each group is a complete sweep directory with its own report; comparisons stay inside
 their group, where trials were paired on one machine. The merged report shows where each
@@ -15,14 +15,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import SUMMARY_FILE
 from perflab.errors import PerflabError, RecordError
 from perflab.records import write_json_atomic
-from perflab.report import REPORT_FILE
 from perflab.report.against import ENV_KEYS, compare_runs, section
 from perflab.report.tables import Report, first_ok, load
 from perflab.report.text import esc, table
-from perflab.scaleout import GROUPS_DIR, GROUPS_FILE
+from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, REPORT_FILE, SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 

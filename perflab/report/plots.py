@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab import stats
+from perflab.analysis import stats
 from perflab.atomic import replaced_whole
 from perflab.report.tables import Report
 from perflab.report.text import visible

@@ -1,5 +1,5 @@
 """The report's profiler sections: per-variant profiles with their diagnosis, and per
-comparison where the difference comes from (perflab.diagnosis over profile.json files)."""
+comparison where the difference comes from (perflab.profile.diagnosis over profile.json files)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def _host_lines(profile: dict[str, Any]) -> list[str]:
 
 def why_section(report: Report) -> list[str]:
     """Per comparison with both profiles: which kernel families gained or lost time."""
-    from perflab.diagnosis import delta_breakdown
+    from perflab.profile.diagnosis import delta_breakdown
 
     steps: dict[str, float] = {
         v["name"]: v["step_ns"]["p50"] for v in report.summary["variants"] if v.get("step_ns")
@@ -142,7 +142,7 @@ def why_section(report: Report) -> list[str]:
 
 
 def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list[str]:
-    from perflab.diagnosis import diagnose
+    from perflab.profile.diagnosis import diagnose
 
     entry = next(v for v in report.summary["variants"] if v["name"] == name)
     if "step_ns" not in entry:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.plan import SENTINEL
+from perflab.config.plan import SENTINEL
 from perflab.report.tables import Report
 from perflab.report.text import esc, table
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from perflab.analysis import Experiment, analyze, load_trials
-from perflab.numerics import compare_probes
-from perflab.plan import Plan, Variant
-from perflab.profiling import load_profile
+from perflab.analysis.numerics import compare_probes
+from perflab.analysis.summary import Experiment, analyze, load_trials
+from perflab.config.plan import Plan, Variant
+from perflab.profile.profile_file import load_profile
 from perflab.records import TrialRecord
 
 # which evidence entry proves each treatment key took effect

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from perflab.config import PerflabConfig, TargetSpec, model_factory_kwargs
+from perflab.config.schema import PerflabConfig, TargetSpec, model_factory_kwargs
 from perflab.errors import ConfigError
 from perflab.workloads.data import build_dataset, build_loader, probe_batch
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from perflab.config import InputSpec, TargetSpec
+from perflab.config.schema import InputSpec, TargetSpec
 
 
 class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):

@@ -1,0 +1,425 @@
+"""Pure statistics over plain numbers: no torch, no I/O, nothing stored as truth.
+
+The unit of analysis is the trial (one process), not the step: steps inside one process
+share allocator layout, autotune choices and clocks, so pooling them as independent
+samples gives confidence intervals far too narrow (DESIGN.md measured 22-72 % false
+verdicts in A/A simulations). Every estimate of an effect here is computed from one
+number per trial, paired by round.
+
+References: paired log-ratio and Student t (Kalibera & Jones, "Rigorous benchmarking in
+reasonable time", 2013); Hodges-Lehmann estimator with the Wilcoxon signed-rank interval
+(Hollander & Wolfe, "Nonparametric statistical methods", ch. 3); Holm (1979) and
+Benjamini-Hochberg (1995) adjustments. Level shifts inside a trial: perflab.analysis.steady.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats as sps
+
+from perflab.records import TrialRecord
+
+FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"
+
+# A percentile is "bounded" by the data when at least this many samples lie beyond it;
+# below that it is descriptive only (a p99 from 50 samples is the maximum, not a p99).
+TAIL_SAMPLES_NEEDED = 10
+
+
+# --- one trial -----------------------------------------------------------------------
+
+
+def percentiles(values: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
+    """Percentiles by linear interpolation between order statistics (numpy's default)."""
+    if not len(values):
+        return [float("nan")] * len(qs)
+    return [float(v) for v in np.percentile(np.asarray(values, dtype=np.float64), qs)]
+
+
+def per_step_ns(step_ns: Sequence[int], steps_per_sample: int) -> list[float]:
+    return [v / steps_per_sample for v in step_ns]
+
+
+def trial_cost(record: TrialRecord, metric: str) -> float:
+    """One number per trial, lower is better, in ns.
+
+    latency: the median step time (robust to the odd preempted step).
+    throughput: total timed ns per item over the whole block: stalls are real cost.
+    """
+    samples = record.samples
+    if samples is None or not samples.step_ns:
+        raise ValueError("a trial without samples has no cost")
+    if metric == "latency":
+        return percentiles(per_step_ns(samples.step_ns, samples.steps_per_sample), (50,))[0]
+    items = len(samples.step_ns) * samples.steps_per_sample * int(record.settings["batch_size"])
+    return sum(samples.step_ns) / items
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    steps: int
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    mean_ns: float
+    # items per second over the whole timed block: stalls are real cost
+    throughput: float
+    first_call_ns: int
+    # median of each phase, ns
+    phase_median_ns: dict[str, float]
+    peak_memory_bytes: int | None
+
+
+def summarize_trial(record: TrialRecord) -> TrialSummary:
+    """The headline numbers of one trial, derived from its raw samples."""
+    samples = record.samples
+    if samples is None:
+        raise ValueError("a trial without samples has no summary")
+    steps = per_step_ns(samples.step_ns, samples.steps_per_sample)
+    p50, p90, p99 = percentiles(steps, (50, 90, 99))
+    return TrialSummary(
+        steps=len(samples.step_ns) * samples.steps_per_sample,
+        p50_ns=p50,
+        p90_ns=p90,
+        p99_ns=p99,
+        mean_ns=float(np.mean(steps)) if steps else float("nan"),
+        throughput=1e9 / trial_cost(record, "throughput"),
+        first_call_ns=samples.first_call_ns,
+        phase_median_ns={k: percentiles(v, (50,))[0] for k, v in samples.phases_ns.items()},
+        peak_memory_bytes=record.memory.get("peak_bytes"),
+    )
+
+
+# --- descriptive statistics of many steps ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Description:
+    n: int
+    mean: float
+    std: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    iqr: float
+    mad: float
+    cv: float
+    # percentiles with at least TAIL_SAMPLES_NEEDED samples beyond them; the others are
+    # descriptive only
+    bounded: tuple[str, ...]
+
+
+def describe(values: Sequence[float]) -> Description:
+    x = np.asarray(values, dtype=np.float64)
+    p25, p50, p75, p90, p95, p99 = percentiles(x, (25, 50, 75, 90, 95, 99))
+    mean = float(x.mean())
+    std = float(x.std(ddof=1)) if len(x) > 1 else 0.0
+    bounded = tuple(
+        f"p{q}" for q in (50, 90, 95, 99) if len(x) * (100 - q) >= TAIL_SAMPLES_NEEDED * 100
+    )
+    return Description(
+        n=len(x),
+        mean=mean,
+        std=std,
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        iqr=p75 - p25,
+        mad=float(np.median(np.abs(x - p50))),
+        cv=std / mean if mean else float("nan"),
+        bounded=bounded,
+    )
+
+
+def tukey_outliers(values: Sequence[float], k: float = 1.5) -> list[int]:
+    """Indices outside [Q1 - k*IQR, Q3 + k*IQR]. Flagged, never dropped."""
+    q1, q3 = percentiles(values, (25, 75))
+    low, high = q1 - k * (q3 - q1), q3 + k * (q3 - q1)
+    return [i for i, v in enumerate(values) if v < low or v > high]
+
+
+def mad_outliers(values: Sequence[float] | np.ndarray, threshold: float = 3.5) -> list[int]:
+    """Indices whose modified z-score |x - median| / (1.4826 MAD) exceeds threshold
+    (Iglewicz & Hoaglin's 3.5). Flagged, never dropped."""
+    x = np.asarray(values, dtype=np.float64)
+    med = np.median(x)
+    mad = 1.4826 * np.median(np.abs(x - med))
+    if mad == 0:
+        return []
+    return [int(i) for i in np.nonzero(np.abs(x - med) / mad > threshold)[0]]
+
+
+# --- paired comparison of two variants ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A speedup S = cost_baseline / cost_variant (> 1 means the variant is faster)."""
+
+    speedup: float
+    low: float
+    high: float
+    level: float
+    n: int
+    # mean and standard deviation of the per-round log-ratios
+    mean_log: float
+    sd_log: float
+    # two-sided p-value of "no difference" (S = 1)
+    p_value: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the CI width, relative: the larger distance of an end from the estimate."""
+        return max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
+
+
+def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[float]:
+    """d_r = ln(base_r) - ln(variant_r) per round: positive when the variant is faster."""
+    return [math.log(b) - math.log(v) for b, v in zip(base, variant, strict=True)]
+
+
+def _t_effect(mean: float, se: float, dof: float, level: float, n: int) -> Effect:
+    """mean +- t(dof) * se on the log scale, exponentiated back to a speedup, with the
+    two-sided p-value of mean = 0."""
+    half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
+    p = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else float(mean == 0)
+    return Effect(
+        math.exp(mean),
+        math.exp(mean - half),
+        math.exp(mean + half),
+        level,
+        n,
+        mean,
+        se * math.sqrt(n),
+        p,
+    )
+
+
+def paired_effect(d: Sequence[float], level: float = 0.95) -> Effect:
+    """Student t interval on the mean log-ratio, exponentiated back to a speedup."""
+    n = len(d)
+    if n < 2:
+        raise ValueError("a paired interval needs at least 2 rounds")
+    x = np.asarray(d, dtype=np.float64)
+    return _t_effect(float(x.mean()), float(x.std(ddof=1)) / math.sqrt(n), n - 1, level, n)
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_cdf(n: int) -> tuple[float, ...]:
+    """Exact null distribution of the Wilcoxon signed-rank statistic W+ for n pairs:
+    cumulative P(W+ <= w) for w = 0 .. n(n+1)/2, by counting subsets of ranks."""
+    counts = np.zeros(n * (n + 1) // 2 + 1, dtype=np.float64)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):
+        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    return tuple(np.cumsum(counts) / 2.0**n)
+
+
+def _signed_rank_critical(n: int, alpha: float) -> int:
+    """The largest k with P(W+ < k) <= alpha/2: the k-th smallest and k-th largest Walsh
+    averages bound a (1 - alpha) interval. Exact up to n = 60, normal beyond."""
+    if n <= 60:
+        cdf = _signed_rank_cdf(n)
+        k = 0
+        while k < len(cdf) and cdf[k] <= alpha / 2:
+            k += 1
+        return k
+    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(0, int(math.floor(mean - float(sps.norm.ppf(1 - alpha / 2)) * sd)))
+
+
+def hodges_lehmann(d: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Hodges-Lehmann speedup (median of Walsh averages of the log-ratios) and the
+    distribution-free Wilcoxon signed-rank interval, as (estimate, low, high)."""
+    x = np.asarray(d, dtype=np.float64)
+    i, j = np.triu_indices(len(x))
+    walsh = np.sort((x[i] + x[j]) / 2)
+    k = _signed_rank_critical(len(x), 1 - level)
+    if k == 0:  # too few rounds for this level: the interval is unbounded
+        return math.exp(float(np.median(walsh))), 0.0, math.inf
+    return (
+        math.exp(float(np.median(walsh))),
+        math.exp(float(walsh[k - 1])),
+        math.exp(float(walsh[len(walsh) - k])),
+    )
+
+
+# Share trimmed from each end by the robust interval: with 10 rounds it sets aside the 2
+# lowest and 2 highest log-ratios, so two rounds hit by a co-tenant cannot move it (Wilcox,
+# "Introduction to robust estimation and hypothesis testing", ch. 4: 20 % is his default,
+# with ~95 % of the t interval's efficiency on normal data).
+TRIM = 0.2
+
+
+def trimmed_effect(d: Sequence[float], level: float = 0.95, trim: float = TRIM) -> Effect:
+    """Tukey-McLaughlin interval on the trimmed mean of the log-ratios (the one-sample
+    form of Yuen's test): standard error from the winsorized spread, t with n - 2g - 1
+    degrees of freedom, exponentiated back to a speedup."""
+    x = np.sort(np.asarray(d, dtype=np.float64))
+    n = len(x)
+    g = int(math.floor(trim * n))
+    if n - 2 * g < 2:
+        raise ValueError("too few rounds for a trimmed interval")
+    mean = float(x[g : n - g].mean())
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    se = float(winsorized.std(ddof=1)) / ((1 - 2 * g / n) * math.sqrt(n))
+    return _t_effect(mean, se, n - 2 * g - 1, level, n)
+
+
+def welch_effect(base: Sequence[float], variant: Sequence[float], level: float = 0.95) -> Effect:
+    """Unpaired fallback: Welch's t interval on log trial costs (rounds not matched)."""
+    a, b = np.log(np.asarray(base, np.float64)), np.log(np.asarray(variant, np.float64))
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    mean, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
+    return _t_effect(mean, se, df, level, min(len(a), len(b)))
+
+
+# The stopping rule judges precision with this upper confidence bound on the spread of
+# the log-ratios, not with the spread itself: stopping when the sample spread happens to
+# be small makes the reported interval too narrow. Simulated (benchmarks/
+# validate_statistics.py, 2000 A/A experiments, min 10 rounds, target +-1 %): false
+# verdicts 6.3 % and coverage 93.8 % with the plain spread, 5.2 % and 94.8 % with its
+# 90 % upper bound.
+STOPPING_SD_CONFIDENCE = 0.90
+
+
+def stopping_half_width(effect: Effect, sd_confidence: float = STOPPING_SD_CONFIDENCE) -> float:
+    """The relative CI half-width the stopping rule compares with its target: computed
+    with a chi-square upper bound on the standard deviation of the log-ratios."""
+    n = effect.n
+    sd_upper = effect.sd_log * math.sqrt((n - 1) / float(sps.chi2.ppf(1 - sd_confidence, n - 1)))
+    return math.expm1(float(sps.t.ppf(0.5 + effect.level / 2, n - 1)) * sd_upper / math.sqrt(n))
+
+
+# No interval is computed, printed or judged before this many paired rounds: with two,
+# the t quantile is 12.7 and the chi-square bound of the stopping rule explodes (a
+# progress line once printed a half-width of +-1.7e15 %).
+MIN_PAIRED_ROUNDS = 3
+
+
+def widest_half_width(
+    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float]]], level: float
+) -> tuple[float, str]:
+    """The widest stopping half-width (stopping_half_width) over (label, baseline costs
+    by round, variant costs by round) pairs, and whose: infinity while a pair has fewer
+    than MIN_PAIRED_ROUNDS paired rounds, -1 when there is no pair."""
+    worst, who = -1.0, ""
+    for label, base, variant in pairs:
+        rounds = sorted(set(base) & set(variant))
+        if len(rounds) < MIN_PAIRED_ROUNDS:
+            return math.inf, label
+        d = paired_log_ratios([base[r] for r in rounds], [variant[r] for r in rounds])
+        width = stopping_half_width(paired_effect(d, level))
+        if width > worst:
+            worst, who = width, label
+    return worst, who
+
+
+def verdict(low: float, high: float, delta: float) -> str:
+    """Four states against the practical band [1 - delta, 1 + delta]."""
+    if low > 1 + delta:
+        return FASTER
+    if high < 1 - delta:
+        return SLOWER
+    if low >= 1 - delta and high <= 1 + delta:
+        return EQUIVALENT
+    return INCONCLUSIVE
+
+
+def _margin(mean_log: float, delta: float) -> float:
+    """How far a log-speedup sits from the nearest edge of the band it must clear: the
+    band's edge beyond it, or, inside the band, the nearer edge (to prove EQUIVALENT)."""
+    up, down = math.log(1 + delta), math.log(1 - delta)
+    if mean_log > up:
+        return mean_log - up
+    if mean_log < down:
+        return down - mean_log
+    return min(mean_log - down, up - mean_log)
+
+
+def rounds_to_decide(effect: Effect, delta: float, cap: int = 100_000) -> int | None:
+    """Rounds likely needed (at the current mean and spread) for the interval to clear
+    the nearest decision boundary; None when the estimate sits on a boundary."""
+    sd, margin = effect.sd_log, _margin(effect.mean_log, delta)
+    if margin <= 0:
+        return None
+    if sd == 0:
+        return effect.n
+    z = float(sps.norm.ppf(0.5 + effect.level / 2))
+    n = max(effect.n, 2)
+    for _ in range(20):  # fixed point: t's quantile depends on n
+        t = float(sps.t.ppf(0.5 + effect.level / 2, max(n - 1, 1))) if n < 1000 else z
+        needed = math.ceil((t * sd / margin) ** 2)
+        if needed == n or needed > cap:
+            break
+        n = max(needed, 2)
+    return None if needed > cap else max(needed, effect.n)
+
+
+def rounds_to_narrow(speedup: float, low: float, high: float, n: int, delta: float) -> int | None:
+    """Rounds likely needed for an interval of any kind, narrowing as 1/sqrt(rounds), to
+    clear the nearest decision boundary; None when the estimate sits on a boundary."""
+    half, margin = (math.log(high) - math.log(low)) / 2, _margin(math.log(speedup), delta)
+    if margin <= 0:
+        return None
+    return max(n, math.ceil(n * (half / margin) ** 2))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate control)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
+    adjusted = [0.0] * m
+    running = 1.0
+    for rank, i in enumerate(order):
+        running = min(running, p_values[i] * m / (m - rank))
+        adjusted[i] = running
+    return adjusted
+
+
+# --- variance ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VarianceSplit:
+    # variance of the per-trial log statistic that step noise inside trials explains
+    within: float
+    # the rest: trial-to-trial (process, placement, drift) variance
+    between: float
+    advice: str
+
+
+def variance_split(trials_log_steps: Sequence[Sequence[float]]) -> VarianceSplit:
+    """Split the variance of per-trial mean log step time into what step noise within a
+    trial explains (var/steps) and what is left between trials, with advice: more steps
+    per trial shrink the first, only more rounds shrink the second."""
+    means = [float(np.mean(t)) for t in trials_log_steps if len(t) > 1]
+    if len(means) < 2:
+        return VarianceSplit(float("nan"), float("nan"), "too few trials to split variance")
+    within = float(np.mean([np.var(t, ddof=1) / len(t) for t in trials_log_steps if len(t) > 1]))
+    between = max(float(np.var(means, ddof=1)) - within, 0.0)
+    if between >= within:
+        advice = "trial-to-trial variance dominates: more rounds help, longer trials do not"
+    else:
+        advice = "step noise within trials dominates: more steps per trial (trial.min_s) help"
+    return VarianceSplit(within, between, advice)

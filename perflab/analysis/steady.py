@@ -1,0 +1,197 @@
+"""When is a trial warm? The warm-up rule, and level shifts inside a timed block.
+
+Pure functions over step times (numpy only), shared by the trial process, which runs the
+warm-up, and by the simulations that measure how well the rule works
+(perflab.analysis.simulation, benchmarks/validate_statistics.py).
+
+**The warm-up rule** (docs/experiments.md, "Warm-up until steady"). After the minimum
+warm-up (``trial.warmup_steps`` and ``trial.warmup_s``), warm-up goes on until the step
+time is steady: the change between the medians of its last two windows, continued over
+a span as long as the warm-up so far, is within ``trial.steady_tolerance`` (2 % by
+default), or the change is within the two windows' own noise (two standard errors of the
+difference of their medians); or until ``trial.warmup_max_s``. A window is a quarter of
+the warm-up so far, at least 50 ms and 2 samples: two short windows of a long, slow ramp
+(a GPU recovering from the power cap its previous trial hit) differ little, and the rule
+must not stop while the steps are still far from their steady level.
+
+**Level shifts** inside a timed block are found with PELT on block medians of the log
+step times (Killick, Fearnhead & Eckley, 2012); a trial with one is flagged "not steady".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# The smallest window spans at least 50 ms: clocks, power and temperature change with
+# time, not with steps, and three 1 ms steps cannot show a ramp that 50 of them do...
+MIN_WINDOW_NS = 50_000_000
+# ...and at least 2 samples. Steps that long are few, costly (on this project's CPU the
+# convnet step takes 90-180 ms, and each window more adds its steps to every trial), and
+# noisy enough that the rule's noise term, not the window, decides.
+MIN_WINDOW = 2
+# Windows whose medians differ by less than this many standard errors are not told apart:
+# the rule does not chase noise on a machine whose steps vary more than the tolerance.
+NOISE_Z = 2.0
+# sqrt(pi / 2): the standard error of the median of n normal samples is 1.2533 sd/sqrt(n)
+MEDIAN_SE = math.sqrt(math.pi / 2)
+# 1.4826 MAD estimates the standard deviation of normal data, robustly
+MAD_TO_SD = 1.4826
+
+
+@dataclass(frozen=True)
+class SteadyCheck:
+    steady: bool
+    # relative change of the latest window's median against the window before it
+    change: float
+    # the largest change still called steady: max(projected tolerance, the windows' noise)
+    allowed: float
+
+
+# Runs a stretch of warm-up: at least ``steps`` steps and ``min_s`` seconds, at most
+# ``max_s``, one sample per ``group`` steps; returns the samples' durations in ns. The
+# trial process runs real steps (perflab.measure.steps); the simulations draw them.
+Stretch = Callable[[int, int, float, float], list[int]]
+
+
+@dataclass
+class Warmup:
+    """What a warm-up ran, and why it stopped."""
+
+    # duration of each warm-up sample, ns, and the steps each covers
+    sample_ns: list[int] = field(default_factory=list)
+    sample_steps: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    # "steady" (the rule above), "cap" (max_s first), "minimum" (tolerance 0: the rule
+    # is off), "none" (no warm-up asked for)
+    stop: str = "none"
+    # steps per sample of the timed block: the fixed one, or chosen from the minimum
+    steps_per_sample: int = 1
+
+    def per_step_ns(self) -> list[float]:
+        return [ns / n for ns, n in zip(self.sample_ns, self.sample_steps, strict=True)]
+
+    def window(self) -> int:
+        """Samples per window now: a quarter of those seen, at least MIN_WINDOW and at
+        least MIN_WINDOW_NS of the latest samples."""
+        n = len(self.sample_ns)
+        recent = float(np.median(self.sample_ns[-MIN_WINDOW:])) if n else 1.0
+        return max(MIN_WINDOW, n // 4, math.ceil(MIN_WINDOW_NS / max(recent, 1.0)))
+
+    def check(self, tolerance: float) -> SteadyCheck | None:
+        """The warm-up rule on the samples so far; None while there are too few for two
+        windows."""
+        n, w = len(self.sample_ns), self.window()
+        if n < 2 * w:
+            return None
+        logs = np.log(np.asarray(self.per_step_ns()[n - 2 * w :], dtype=np.float64))
+        m_before, m_latest = float(np.median(logs[:w])), float(np.median(logs[w:]))
+        # step-to-step noise from successive differences, which a ramp hardly inflates
+        spread = MAD_TO_SD * float(np.median(np.abs(np.diff(logs)))) / math.sqrt(2)
+        noise = NOISE_Z * MEDIAN_SE * spread * math.sqrt(2 / w)
+        change = m_latest - m_before
+        # the change between the windows (their centres are w samples apart), continued
+        # over a span as long as the warm-up so far (n samples), stays within tolerance
+        allowed = max(math.log1p(tolerance) * w / n, noise)
+        return SteadyCheck(abs(change) <= allowed, math.expm1(change), math.expm1(allowed))
+
+    def samples_until_check(self) -> int:
+        """How many more samples to run before the rule is asked again: what two windows
+        still lack, or, once a check has failed, a fresh window's worth of new data."""
+        w, n = self.window(), len(self.sample_ns)
+        return 2 * w - n if n < 2 * w else w
+
+
+def warm_up(
+    stretch: Stretch,
+    clock: Callable[[], int],
+    *,
+    min_steps: int,
+    min_s: float,
+    max_s: float,
+    tolerance: float,
+    choose_group: Callable[[list[float]], int],
+    fixed_group: int | None = None,
+) -> Warmup:
+    """The minimum warm-up (``min_steps`` and ``min_s``), then more until the rule says
+    steady or ``max_s`` has passed. ``fixed_group``: the steps per sample fixed by an
+    earlier trial; otherwise ``choose_group`` picks them from the minimum's step times."""
+    warm = Warmup(steps_per_sample=fixed_group or 1)
+    if min_steps == 0 and min_s == 0 and tolerance == 0:
+        return warm
+    start, cap_ns = clock(), int(max_s * 1e9)
+
+    def run(steps: int, group: int, at_least_s: float, at_most_s: float) -> None:
+        samples = stretch(steps, group, at_least_s, at_most_s)
+        warm.sample_ns.extend(samples)
+        warm.sample_steps.extend([group] * len(samples))
+
+    run(max(min_steps, 1), fixed_group or 1, min_s, max_s)
+    if fixed_group is None:
+        warm.steps_per_sample = choose_group(warm.per_step_ns())
+    warm.stop = "minimum" if tolerance == 0 else ""
+    while not warm.stop:
+        result = warm.check(tolerance)
+        left_s = (cap_ns - (clock() - start)) / 1e9
+        if result is not None and result.steady:
+            warm.stop = "steady"
+        elif left_s <= 0:
+            warm.stop = "cap"
+        else:
+            group = warm.steps_per_sample
+            run(warm.samples_until_check() * group, group, 0.0, left_s)
+    warm.seconds = (clock() - start) / 1e9
+    return warm
+
+
+# --- level shifts inside a timed block --------------------------------------------------
+
+
+def block_medians(values: Sequence[float], block: int = 10) -> list[float]:
+    return [
+        float(np.median(values[i : i + block])) for i in range(0, len(values) - block + 1, block)
+    ]
+
+
+def changepoints(
+    series: Sequence[float], penalty: float | None = None, min_sigma: float = 0.005
+) -> list[int]:
+    """PELT for changes in mean under Gaussian noise; returns the indices where a new
+    segment starts. Noise is estimated robustly from successive differences, so a step
+    change does not inflate it. Default penalty 8 ln(n), stricter than BIC's 2 ln(n):
+    timing noise is heavy-tailed, and a false "not steady" flag costs a user trust. On
+    log step times the default min_sigma (0.5 %) means level shifts under ~1 % between
+    halves of a trial are not reported."""
+    x = np.asarray(series, dtype=np.float64)
+    n = len(x)
+    if n < 4:
+        return []
+    # Noise, robustly from successive differences; never below min_sigma, so that on a
+    # very steady series a shift too small to matter is not flagged.
+    sigma = max(MAD_TO_SD * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2), min_sigma)
+    z = (x - np.median(x)) / sigma
+    beta = penalty if penalty is not None else 8 * math.log(n)
+    s1 = np.concatenate([[0.0], np.cumsum(z)])
+    s2 = np.concatenate([[0.0], np.cumsum(z * z)])
+
+    def cost(a: int, b: int) -> float:  # sum of squared deviations of z[a:b]
+        return float(s2[b] - s2[a] - (s1[b] - s1[a]) ** 2 / (b - a))
+
+    best = [-beta] + [0.0] * n
+    last = [0] * (n + 1)
+    candidates = [0]
+    for t in range(1, n + 1):
+        costs = [best[s] + cost(s, t) + beta for s in candidates]
+        i = int(np.argmin(costs))
+        best[t], last[t] = costs[i], candidates[i]
+        candidates = [s for s, c in zip(candidates, costs, strict=True) if c - beta <= best[t]]
+        candidates.append(t)
+    points, t = [], n
+    while t > 0:
+        t = last[t]
+        if t > 0:
+            points.append(t)
+    return sorted(points)

@@ -1,0 +1,194 @@
+"""One variant's summary: step-time percentiles, phases, memory, GPU telemetry, failures
+and health flags, from its trial records (a part of summary.json, see perflab.analysis.summary)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from perflab.analysis import stats, steady
+from perflab.analysis.health import leak_flag, stall_flag, telemetry_flags
+from perflab.config.plan import Variant
+from perflab.records import Samples, TrialRecord
+
+# IQR/median of a trial's steps above these: noisy, then grossly noisy (DESIGN.md)
+NOISE_WARN, NOISE_GROSS = 0.10, 0.25
+
+
+def _steady_state(record: TrialRecord) -> bool:
+    """False when the block medians of log step time change level inside the trial."""
+    assert record.samples is not None
+    logs = [math.log(v) for v in record.samples.step_ns]
+    return not steady.changepoints(steady.block_medians(logs, 10))
+
+
+def variant_summary(
+    variant: Variant, trials: dict[int, TrialRecord], metric: str
+) -> dict[str, Any]:
+    ok = [t for _, t in sorted(trials.items()) if t.status == "ok"]
+    summary: dict[str, Any] = {
+        "name": variant.name,
+        "label": variant.label,
+        "dir": variant.dir,
+        "trials": len(trials),
+        "ok": len(ok),
+        "failed": {str(r): _why(t) for r, t in sorted(trials.items()) if t.status != "ok"},
+        "health": [],
+    }
+    if not ok:
+        return summary
+    samples = [t.samples for t in ok if t.samples is not None]
+    steps = [s for x in samples for s in stats.per_step_ns(x.step_ns, x.steps_per_sample)]
+    per_trial = [stats.summarize_trial(t) for t in ok]
+    trial_costs = [stats.trial_cost(t, metric) for t in ok]
+    d = stats.describe(steps)
+    summary.update(
+        {
+            "step_ns": {
+                "p50": d.p50,
+                "p90": d.p90,
+                "p95": d.p95,
+                "p99": d.p99,
+                "mean": d.mean,
+                "std": d.std,
+                "iqr": d.iqr,
+                "mad": d.mad,
+                "cv": d.cv,
+                "bounded_percentiles": list(d.bounded),
+                "steps": d.n,
+                # steps outside Tukey's fences within their own trial: flagged, kept
+                "outlier_steps": sum(len(stats.tukey_outliers(x.step_ns)) for x in samples),
+            },
+            "trial_cost_ns": {
+                "median": float(np.median(trial_costs)),
+                "outlier_trials": [ok[i].round for i in stats.mad_outliers(np.log(trial_costs))],
+            },
+            "throughput": float(np.median([p.throughput for p in per_trial])),
+            "first_call_ns": float(np.median([p.first_call_ns for p in per_trial])),
+            # over the trials that have each phase: on accelerators, trials whose steps
+            # were timed in groups have none
+            "phase_median_ns": {
+                k: float(
+                    np.median([p.phase_median_ns[k] for p in per_trial if k in p.phase_median_ns])
+                )
+                for k in dict.fromkeys(k for p in per_trial for k in p.phase_median_ns)
+            },
+            "peak_memory_bytes": max((p.peak_memory_bytes or 0) for p in per_trial),
+            # memory kind (cuda_allocator or process_rss) and, from the instrumented
+            # step of the trials that ran the checks, memory at the end of each phase
+            "memory_kind": ok[0].memory.get("kind"),
+            "memory_by_phase": next((t.memory["phases"] for t in ok if t.memory.get("phases")), []),
+            "telemetry": telemetry_summary(ok),
+            "load_max": max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
+            "settings": ok[0].settings,
+        }
+    )
+    summary["warmup"] = _warmup(samples)
+    summary["trial_length"] = _trial_length(samples)
+    split = stats.variance_split([[math.log(v) for v in x.step_ns] for x in samples])
+    summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
+    summary["health"] = _health(ok, summary["load_max"])
+    return summary
+
+
+def _warmup(samples: list[Samples]) -> dict[str, Any]:
+    """How long the warm-ups ran and why they stopped (perflab.analysis.steady's rule)."""
+    return {
+        "median_s": float(np.median([x.warmup_s for x in samples])),
+        "median_steps": float(np.median([sum(x.warmup_sample_steps) for x in samples])),
+        "stops": dict(sorted(Counter(x.warmup_stop for x in samples).items())),
+    }
+
+
+def _trial_length(samples: list[Samples]) -> dict[str, Any]:
+    """The timed block's length: fixed by the calibrating trial of the configuration
+    (in a sweep), or each trial's own (bounds)."""
+    fixed = next((x for x in samples if x.length == "fixed"), None)
+    return {
+        "rule": "fixed" if fixed else samples[0].length,
+        "from_round": fixed.length_from_round if fixed else None,
+        "steps_per_sample": sorted({x.steps_per_sample for x in samples}),
+        "timed_steps": sorted({x.timed_steps for x in samples}),
+    }
+
+
+def telemetry_summary(ok: list[TrialRecord]) -> dict[str, Any]:
+    """GPU telemetry over a variant's trials: medians of the per-trial medians, extremes
+    of the extremes; {"available": false, ...} when no trial had any."""
+    have = [t.telemetry for t in ok if t.telemetry.get("available")]
+    if not have:
+        reasons = {str(t.telemetry["reason"]) for t in ok if t.telemetry.get("reason")}
+        return {"available": False, "reason": "; ".join(sorted(reasons)) or "not recorded"}
+
+    def median_of(key: str) -> float | None:
+        values = [x[key] for x in have if x.get(key) is not None]
+        return float(np.median(values)) if values else None
+
+    temps = [x["temperature_c_max"] for x in have if x.get("temperature_c_max") is not None]
+    return {
+        "available": True,
+        "device": have[0].get("device"),
+        "trials": len(have),
+        "util_pct_median": median_of("util_pct_median"),
+        "clock_ratio_median": median_of("clock_ratio_median"),
+        "power_w_median": median_of("power_w_median"),
+        "temperature_c_max": max(temps) if temps else None,
+    }
+
+
+# Exception types that mean the trial ran out of memory: torch.OutOfMemoryError (CUDA and
+# other accelerators; torch.cuda.OutOfMemoryError is the same class) and Python's own.
+OUT_OF_MEMORY = ("OutOfMemoryError", "MemoryError")
+
+
+def _why(record: TrialRecord) -> str:
+    if record.invalid_reason:
+        return f"{record.status}: {record.invalid_reason}"
+    if record.error is None:
+        return f"{record.status}: "
+    message = record.error.message.splitlines()[0] if record.error.message else ""
+    if record.error.type in (record.status, ""):  # the parent's record of a dead process
+        return f"{record.status}: {message}"
+    why = f"{record.status}: {record.error.type}: {message}"
+    if record.error.type in OUT_OF_MEMORY:
+        batch = record.config.get("batch_size")
+        why += f" (out of memory at batch_size={batch}: lower batch_size or the model size)"
+    return why
+
+
+def _iqr_ratio(step_ns: list[int]) -> float:
+    d = stats.describe(step_ns)
+    return d.iqr / d.p50 if d.p50 else 0.0
+
+
+def _health(ok: list[TrialRecord], load: float) -> list[str]:
+    flags = []
+    noise = float(np.median([_iqr_ratio(t.samples.step_ns) for t in ok if t.samples]))
+    if noise >= NOISE_GROSS:
+        flags.append(f"grossly noisy steps: IQR/median {noise:.0%} (>= {NOISE_GROSS:.0%})")
+    elif noise >= NOISE_WARN:
+        flags.append(f"noisy steps: IQR/median {noise:.0%} (>= {NOISE_WARN:.0%})")
+    capped = sum(t.samples.warmup_stop == "cap" for t in ok if t.samples)
+    if capped:
+        flags.append(
+            f"warm-up reached trial.warmup_max_s before the step time was steady in "
+            f"{capped}/{len(ok)} trials"
+        )
+    unsteady = sum(not _steady_state(t) for t in ok)
+    if unsteady:
+        flags.append(
+            f"{unsteady}/{len(ok)} trials changed level inside the timed block "
+            "(not steady: longer warm-up may help)"
+        )
+    cores = ok[0].environment.get("usable_cpus") or ok[0].environment.get("cpu_count")
+    if cores and load > cores:
+        flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
+    flags += [f for f in (leak_flag(ok), stall_flag(ok)) if f]
+    flags += telemetry_flags([t.telemetry for t in ok])
+    evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
+    if evidence_off:
+        flags.append(f"knob not in effect: {', '.join(evidence_off)}")
+    return flags

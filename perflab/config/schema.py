@@ -1,0 +1,397 @@
+"""The config schema: typed dataclasses registered with Hydra's ConfigStore, validated once.
+
+YAML files in ``conf/`` only set values; the types and the rules live here. The Hydra
+config is turned into these objects once, with ``OmegaConf.to_object``, which runs
+``PerflabConfig.__post_init__`` and so the validation; everything below the CLI sees
+typed, validated objects. Checks that need torch (is CUDA there? does this CPU do fp16
+well?) happen in :mod:`perflab.measure.resolve`, inside the trial process, still before any
+measurement.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import MISSING
+
+from perflab.config.vocabulary import MODEL_RESERVED_KEYS
+from perflab.errors import ConfigError
+
+
+def ref(key: str) -> Any:
+    """An OmegaConf interpolation, typed Any so it can stand where an int is declared."""
+    return "${" + key + "}"
+
+
+@dataclass
+class InputSpec:
+    # shape of one sample, without the batch dimension, e.g. [3, 32, 32]
+    shape: list[int] = field(default_factory=lambda: [64])
+    # element type: float32, or int64 for token ids drawn from [0, high)
+    dtype: str = "float32"
+    # exclusive upper bound of int64 inputs (vocabulary size); unused for float32
+    high: int = 0
+
+
+@dataclass
+class TargetSpec:
+    # classes: cross-entropy on class ids; regression: MSE against outputs' shape;
+    # none: the loss is the mean of the outputs (any model can be trained with it)
+    kind: str = "classes"
+    # number of classes for kind=classes
+    num_classes: int = 10
+    # shape of one sample's target for kind=classes, [] for one label per sample,
+    # [seq_len] for one label per token
+    shape: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ModelConfig:
+    # factory "module.function" returning a torch.nn.Module; receives every other key
+    # of this node (except input/target) as keyword arguments, and the items of args
+    _target_: str = MISSING
+    # what one input sample looks like
+    input: InputSpec = field(default_factory=InputSpec)
+    # what one target looks like, and so which loss is used
+    target: TargetSpec = field(default_factory=TargetSpec)
+    # a state_dict file (torch.save) loaded into the built model with
+    # torch.load(weights_only=True): tensors and plain containers only, never code
+    checkpoint: str | None = None
+
+
+@dataclass
+class MLPConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.mlp"
+    # width of the input vector
+    in_features: int = 256
+    # width of the hidden layers
+    hidden: int = 512
+    # number of hidden Linear+GELU layers
+    depth: int = 3
+    num_classes: int = 10
+    input: InputSpec = field(default_factory=lambda: InputSpec(shape=[ref("model.in_features")]))
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(num_classes=ref("model.num_classes"))
+    )
+
+
+@dataclass
+class ConvNetConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.convnet"
+    # channels of the first stage; each later stage doubles them
+    width: int = 32
+    # number of stages (each halves the resolution)
+    stages: int = 3
+    # residual blocks per stage (conv+BN+ReLU x2 with a skip)
+    blocks: int = 1
+    # side of the square input image
+    image_size: int = 32
+    num_classes: int = 10
+    input: InputSpec = field(
+        default_factory=lambda: InputSpec(
+            shape=[3, ref("model.image_size"), ref("model.image_size")]
+        )
+    )
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(num_classes=ref("model.num_classes"))
+    )
+
+
+@dataclass
+class TransformerConfig(ModelConfig):
+    _target_: str = "perflab.workloads.models.transformer"
+    vocab_size: int = 1024
+    seq_len: int = 64
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 2
+    input: InputSpec = field(
+        default_factory=lambda: InputSpec(
+            shape=[ref("model.seq_len")],
+            dtype="int64",
+            high=ref("model.vocab_size"),
+        )
+    )
+    target: TargetSpec = field(
+        default_factory=lambda: TargetSpec(
+            num_classes=ref("model.vocab_size"),
+            shape=[ref("model.seq_len")],
+        )
+    )
+
+    def __post_init__(self) -> None:
+        if not (self.heads >= 1 and self.d_model % self.heads == 0):
+            raise ConfigError(
+                "model.heads",
+                self.heads,
+                f"a divisor of model.d_model={self.d_model}",
+                "does not divide the model width",
+            )
+
+
+@dataclass
+class SpinConfig(ModelConfig):
+    """Ground truth: each forward takes exactly ``step_us`` microseconds (the host
+    busy-waits on CPU; a calibrated kernel spins on the GPU on CUDA)."""
+
+    _target_: str = "perflab.workloads.spin.spin"
+    # the wait per forward call, in microseconds
+    step_us: int = 1000
+    input: InputSpec = field(default_factory=lambda: InputSpec(shape=[1]))
+    target: TargetSpec = field(default_factory=lambda: TargetSpec(kind="none"))
+
+
+@dataclass
+class CustomModelConfig(ModelConfig):
+    """The user's own model: set _target_, input and target; arguments go in args."""
+
+    # keyword arguments for the factory, e.g. +model.args.width=64
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    # loader: a DataLoader over a Dataset (num_workers and pin_memory apply);
+    # memory: one batch built once and kept on the device (pure compute studies)
+    source: str = "loader"
+    # Dataset factory "module.function" called with dataset_args, returning a map-style
+    # torch Dataset of (input, target) items; null = perflab's synthetic dataset
+    dataset: str | None = None
+    dataset_args: dict[str, Any] = field(default_factory=dict)
+    # samples in the synthetic dataset (the loader cycles through them forever)
+    num_samples: int = 2048
+    # rounds of augment-like CPU work per synthetic sample (flip, jitter, blur, normalise);
+    # this is the per-sample cost that num_workers and pin_memory can hide
+    augment_passes: int = 2
+
+
+@dataclass
+class TrialConfig:
+    # warm-up lasts at least this many steps and at least warmup_s seconds
+    warmup_steps: int = 5
+    warmup_s: float = 0.5
+    # then goes on until the step time is steady: the median of its latest window within
+    # steady_tolerance (relative) of the window before, or within their own noise
+    # (perflab.analysis.steady, docs/experiments.md); 0 turns the rule off
+    steady_tolerance: float = 0.02
+    # the warm-up ends here at the latest, steady or not (recorded as "cap")
+    warmup_max_s: float = 5.0
+    # the timed block stops once it has min_steps and min_s, or at max_steps or max_s. In
+    # a sweep the first trial of each configuration runs to these bounds and fixes its
+    # step count (and steps per event window) for every later trial of it; max_s still
+    # stops a later trial that runs far slower
+    min_steps: int = 20
+    min_s: float = 1.0
+    max_steps: int = 5000
+    max_s: float = 10.0
+    # a trial process still running after this many seconds is killed and recorded
+    timeout_s: float = 900.0
+    # on accelerators, steps shorter than this are timed in groups (one event pair per
+    # group) so event overhead stays negligible; per-phase times are then not recorded
+    min_event_window_us: float = 500.0
+    # run the numerics probe and the evidence pass in every round of a sweep, not only in
+    # round 0 (they repeat the same answer; off saves about two steps per trial)
+    checks_every_round: bool = False
+    # on CUDA, sample GPU telemetry (NVML: utilization, SM clock, temperature, power,
+    # throttle reasons) this often during the timed block; 0 turns it off
+    telemetry_interval_ms: float = 100.0
+
+
+@dataclass
+class ScheduleConfig:
+    """How a sweep (perflab -m ...) is run as an interleaved experiment."""
+
+    # every round runs one trial of every variant, in a freshly shuffled order; fewer
+    # than 10 rounds made the t interval measurably anti-conservative (DESIGN.md)
+    min_rounds: int = 10
+    max_rounds: int = 30
+    # stop once every comparison's CI half-width (relative, 0.02 = +-2 %) is this small
+    target_half_width: float = 0.02
+    # no new round starts once this many seconds have passed
+    time_budget_s: float = 240.0
+    # confidence level of every interval
+    confidence: float = 0.95
+    # practical-equivalence band: differences within +-delta do not matter to you.
+    # FASTER needs the whole interval above 1 + delta, SLOWER below 1 - delta, and
+    # EQUIVALENT inside [1 - delta, 1 + delta] (its half-width must be below delta)
+    delta: float = 0.01
+    # latency: median step time per trial; throughput: timed ns per item per trial
+    metric: str = "latency"
+    # run a hidden second copy of a baseline (A/A): it checks the method, never widens
+    # the band (outside +-delta: UNRELIABLE; excluding 1 inside it: a bias note)
+    sentinel: bool = True
+    # before each trial wait up to this many seconds: on CUDA until NVML's power, clock
+    # and temperature readings settle (perflab.experiment.settle), elsewhere a plain pause; 0: off
+    settle_s: float = 0.0
+    # your own treatments: swept key -> its baseline value, e.g. {model.args.fused: false}
+    treatments: dict[str, Any] = field(default_factory=dict)
+    # seeds the order of variants in each round
+    shuffle_seed: int = 0
+    # a label printed on every result, e.g. "exploratory" for the quick preset
+    label: str = ""
+
+
+@dataclass
+class ProfilingConfig:
+    # torch.profiler schedule of the separate profiling trial, in steps
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    # record input shapes, memory, Python stacks (stacks make traces much larger)
+    shapes: bool = True
+    memory: bool = True
+    stacks: bool = False
+    # the compressed trace is kept only up to this size
+    max_trace_mb: float = 20.0
+    # on CUDA, also export a memory snapshot (memory_snapshot.pickle) of the profiled
+    # steps for https://pytorch.org/memory_viz; ignored with a warning on CPU
+    memory_snapshot: bool = False
+
+
+@dataclass
+class SlurmConfig:
+    """submitit's SLURM parameters for each group's job (scaleout.executor=slurm)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    # a node feature, e.g. a GPU type (sbatch --constraint)
+    constraint: str | None = None
+    gpus_per_node: int = 1
+    cpus_per_task: int = 8
+    mem_gb: int = 32
+    # wall-clock limit of one group's job, minutes
+    timeout_min: int = 120
+    # any other sbatch option, e.g. {reservation: perf} or {exclusive: user}
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScaleOutConfig:
+    """Independent groups of a sweep, each run as one job through submitit."""
+
+    # swept keys whose values split the sweep into independent groups, e.g. [model];
+    # variants are compared only within a group, on one machine. Empty: no groups.
+    group_by: list[str] = field(default_factory=list)
+    # where the groups' jobs run: local (processes on this machine) or slurm
+    executor: str = "local"
+    # groups running at once with the local executor; more than 1 lets groups on one
+    # machine disturb each other's timing
+    max_parallel: int = 1
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+
+@dataclass
+class ReportConfig:
+    # a sweep also publishes its report (report.md, plots, CSVs, summary.json) into this
+    # directory, relative to where perflab runs, e.g. reports/amp-study; null: only into
+    # the sweep directory
+    dir: str | None = None
+
+
+@dataclass
+class PerflabConfig:
+    model: Any = MISSING
+    data: DataConfig = field(default_factory=DataConfig)
+    trial: TrialConfig = field(default_factory=TrialConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    # split a sweep into groups that run as separate jobs (submitit: local or SLURM)
+    scaleout: ScaleOutConfig = field(default_factory=ScaleOutConfig)
+    # a sweep runs one separate, untimed profiling trial per variant (profile=off: none)
+    profile: bool = True
+    profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    # samples per step
+    batch_size: int = 32
+    # train: forward, backward, optimizer step; infer: forward under inference_mode
+    mode: str = "train"
+    # auto: cuda when available, else cpu. Also a config group (conf/device/), so that
+    # the device picks the defaults of the fields you do not set
+    device: str = "auto"
+    # whether the fields you did not set took the cuda defaults rather than the cpu ones:
+    # set by the device option (auto: when torch.cuda.is_available() where perflab
+    # started), recorded with the config; not a knob
+    cuda_defaults: bool = False
+    # autocast dtype: off, bf16, fp16; true = the device's sensible default (bf16 on cpu)
+    amp: str = "off"
+    # torch.compile mode, or off; true = default
+    compile: str = "off"
+    # torch.compile(dynamic=...): null lets torch decide, true/false force it
+    compile_dynamic: bool | None = None
+    # convert model and inputs to torch.channels_last (4-D inputs only)
+    channels_last: bool = False
+    # perflab's own fused Triton kernels (bias+GELU, LayerNorm) in the built-in models:
+    # off or triton (true = triton). On CPU they run in Triton's interpreter: correct,
+    # but their timing is not representative.
+    fused: str = "off"
+    # DataLoader worker processes (0 = load in the training process)
+    num_workers: int = 0
+    # DataLoader pin_memory (only has an effect with an accelerator)
+    pin_memory: bool = False
+    # intra-op CPU threads, always set explicitly. 1 by default: on a shared 2-core
+    # machine 2 threads under contention made steps 10x slower while 1 stayed stable
+    # (measured, see docs/configuration.md); raise it on a dedicated machine.
+    threads: int = 1
+    # torch.backends.cudnn.benchmark (cuda only)
+    cudnn_benchmark: bool = False
+    # torch.set_float32_matmul_precision
+    matmul_precision: str = "highest"
+    # seeds weights, synthetic data and the numerics probe
+    seed: int = 0
+    # optimizer used in train mode
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    # run settings that are legal but unwise (fp16 autocast on a CPU) with a warning
+    # instead of refusing them
+    allow_unwise: bool = False
+
+    def __post_init__(self) -> None:
+        self.amp = _normalise_switch(self.amp, on="true")
+        self.compile = _normalise_switch(self.compile, on="default")
+        self.fused = _normalise_switch(self.fused, on="triton")
+        from perflab.config.rules import validate  # the rules, in their own module
+
+        validate(self)
+
+
+def _normalise_switch(value: str, on: str) -> str:
+    """Map the booleans Hydra hands over ("True"/"False") onto the knob's vocabulary."""
+    lowered = str(value).lower()
+    if lowered == "false":
+        return "off"
+    if lowered == "true":
+        return on
+    return lowered
+
+
+def without_keys(config: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
+    """A deep copy of a composed config (a plain dict) with the dotted keys removed."""
+    out = copy.deepcopy(config)
+    for key in dotted:
+        *parents, last = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
+
+
+def model_factory_kwargs(model: ModelConfig) -> dict[str, Any]:
+    """The keyword arguments perflab passes to ``model._target_``."""
+    kwargs = {f.name: getattr(model, f.name) for f in fields(model)}
+    extra = kwargs.pop("args", None) or {}
+    for key in MODEL_RESERVED_KEYS:
+        kwargs.pop(key, None)
+    return {**kwargs, **dict(extra)}
+
+
+MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
+    "mlp": MLPConfig,
+    "convnet": ConvNetConfig,
+    "transformer": TransformerConfig,
+    "spin": SpinConfig,
+    "custom": CustomModelConfig,
+}

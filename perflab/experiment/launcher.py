@@ -1,0 +1,343 @@
+"""The work behind perflab's Hydra launcher plugin (hydra_plugins/perflab_launcher).
+
+Hydra hands the launcher every job of the sweep at once. Instead of running them one
+after another in this process (Hydra's basic launcher, which also aborts the sweep at
+the first failure), perflab composes and validates every job first, gives each its
+numbered job directory, then runs the interleaved experiment of perflab.experiment.schedule and
+returns one result per job. perflab's own task function is not called per job: the
+launcher runs perflab trials, in fresh processes, itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra.types import HydraContext
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from perflab import exits as outcome
+from perflab.config.plan import Job, build_plan, override_key
+from perflab.config.schema import PerflabConfig
+from perflab.console_streams import copy_console_to
+from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted, no_space
+from perflab.experiment import resume
+from perflab.experiment.invocation import read_invocation
+from perflab.experiment.schedule import check_all, make_runs, run_experiment, run_profiles
+from perflab.records import check_writable
+from perflab.sweepdir import CHECK_LOG, CONSOLE_LOG, SWEEP_MARKERS, SweepLock, check_output_dir
+
+FIELD = "hydra.sweep.dir"
+
+
+@dataclasses.dataclass
+class ComposedJob:
+    num: int
+    overrides: list[str]
+    sweep_config: DictConfig
+    task_config: DictConfig
+    config: PerflabConfig
+    job_dir: Path
+
+
+def _value(cfg: PerflabConfig, key: str, override: str) -> Any:
+    """A swept key's value: the validated config's value for a field (so amp=true and
+    amp=True agree), the option name for a config group (model=mlp)."""
+    obj: Any = cfg
+    for part in key.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return override.split("=", 1)[1]
+
+
+def compose(
+    context: HydraContext, config: DictConfig, overrides: Sequence[str], num: int
+) -> ComposedJob:
+    from perflab.config.compose import to_config
+
+    sweep_config = context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = num
+        sweep_config.hydra.job.num = num
+    HydraConfig.instance().set_config(sweep_config)
+    job_dir = Path(str(sweep_config.hydra.sweep.dir)) / str(sweep_config.hydra.sweep.subdir)
+    task_config = copy.deepcopy(sweep_config)
+    with read_write(task_config), open_dict(task_config):
+        del task_config["hydra"]
+    return ComposedJob(
+        num, list(overrides), sweep_config, task_config, to_config(task_config), job_dir
+    )
+
+
+def _save_hydra_files(job: ComposedJob, into: Path) -> None:
+    hydra_dir = into / ".hydra"
+    hydra_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(job.task_config, hydra_dir / "config.yaml", resolve=False)
+    OmegaConf.save(job.sweep_config.hydra, hydra_dir / "hydra.yaml", resolve=False)
+    OmegaConf.save(OmegaConf.create(job.overrides), hydra_dir / "overrides.yaml")
+
+
+def prepare(config: DictConfig) -> SweepLock:
+    """Before Hydra creates the sweep directory and writes into it: refuse a location
+    perflab must not write into, or one it cannot, and take the directory's lock (a
+    second perflab on it is refused; perflab.sweepdir)."""
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    check_output_dir(sweep_dir, FIELD, SWEEP_MARKERS)
+    check_writable(sweep_dir, FIELD)  # a full or read-only disk: exit 2 now
+    lock = SweepLock(sweep_dir, FIELD).acquire()
+    if lock.stale:
+        print(
+            f"perflab: note: the perflab that ran here before (pid {lock.stale.get('pid')}, "
+            f"since {lock.stale.get('since')}) ended without finishing; continuing its directory"
+        )
+    return lock
+
+
+def launch(
+    context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> list[JobReturn]:
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    # kept to the end of the process, the last line (how to resume) included: read it
+    # after a dropped SSH session
+    copy_console_to(sweep_dir / CONSOLE_LOG)
+    try:
+        with outcome.sigterm_interrupts():  # SIGTERM, SIGHUP stop a sweep as Ctrl-C does
+            return _launch(context, config, job_overrides, initial_job_idx)
+    except OutputLost as exc:
+        outcome.report(outcome.EXIT_OUTPUT_LOST, _output_lost(sweep_dir, exc))
+        return []
+
+
+def _launch(
+    context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+) -> list[JobReturn]:
+    from perflab.report.console import experiment_table
+
+    setup_globals()
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
+    schedule = jobs[0].config.schedule
+    first = jobs[0].config
+    if any(
+        (j.config.schedule, j.config.report, j.config.profile, j.config.scaleout)
+        != (schedule, first.report, first.profile, first.scaleout)
+        for j in jobs
+    ):
+        raise PerflabError(
+            "schedule.*/report.*/profile/scaleout.*: differs between variants; allowed: one "
+            "schedule, report and scale-out per sweep (set them without sweeping)"
+        )
+    if first.report.dir:
+        check_writable(Path(first.report.dir), "report.dir")
+    if first.scaleout.group_by:
+        return _launch_groups(jobs, sweep_dir)
+    plan = build_plan(
+        [
+            Job(
+                j.num,
+                j.overrides,
+                {override_key(o): _value(j.config, override_key(o), o) for o in j.overrides},
+            )
+            for j in jobs
+        ],
+        dict(schedule.treatments),
+        schedule.sentinel,
+    )
+    by_name = {str(j.num): j for j in jobs}
+    dicts: dict[str, Any] = {
+        n: OmegaConf.to_container(j.task_config, resolve=True) for n, j in by_name.items()
+    }
+    invocation = read_invocation()
+    runs = make_runs(
+        plan,
+        {n: j.config for n, j in by_name.items()},
+        dicts,
+        {n: _choices(j) for n, j in by_name.items()},
+        invocation,
+        sweep_dir,
+    )
+    # the same experiment may resume in this directory; another one is refused (exit 2)
+    fingerprint = resume.fingerprint(dicts, invocation)
+    previous = resume.previous(sweep_dir, plan, fingerprint)
+    for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
+        print(f"perflab: warning: {warning}")
+    for variant in plan.variants:
+        source = by_name[variant.source]
+        _save_hydra_files(source, sweep_dir / variant.dir)
+    print(
+        f"perflab: {len(jobs)} variant(s) + A/A sentinel, interleaved rounds; "
+        f"sweep directory {sweep_dir}"
+        if schedule.sentinel
+        else f"perflab: {len(jobs)} variant(s), interleaved rounds; sweep directory {sweep_dir}"
+    )
+    try:
+        summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
+    except OutputLost as exc:
+        if exc.summary is not None:
+            print(experiment_table(exc.summary))
+        raise
+    interrupted = summary["stop_reason"] == "interrupted"
+    if first.profile and not interrupted:
+        try:
+            run_profiles(plan, runs, print)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("perflab: profiling interrupted; the timed rounds are complete")
+    logs = trial_logs(sweep_dir)
+    if logs:
+        print(
+            f"perflab: the trial processes' own output (warnings, compiler messages, "
+            f"prints) is in {len(logs)} log file(s) beside their records, e.g. {logs[0]}"
+        )
+    print(experiment_table(summary))
+    _write_reports(sweep_dir, summary, first.report.dir)
+    failed = [v["label"] for v in summary["variants"] if v["failed"]]
+    if failed:
+        outcome.report(
+            outcome.EXIT_FAILED,
+            f"trials failed in: {'; '.join(failed)}; see {sweep_dir / 'summary.json'}",
+        )
+    if interrupted:
+        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+    return [_variant_return(j, summary) for j in jobs]
+
+
+def _write_reports(sweep_dir: Path, summary: dict[str, Any], published: str | None) -> None:
+    from perflab.report import load, write_report
+
+    try:
+        report = load(sweep_dir, summary)
+        print(f"report: {write_report(report)}")
+        if published:
+            print(f"report published: {write_report(report, Path(published))}")
+    except OSError as exc:
+        if no_space(exc):
+            raise DiskFull(
+                f"no space left for the report ({exc.filename}); the records and "
+                f"summary.json are complete: free space, then run perflab-report {sweep_dir}"
+            ) from exc
+        raise
+
+
+def trial_logs(sweep_dir: Path) -> list[Path]:
+    """The logs that trial, profiling and check processes left in a sweep directory (a
+    log exists only when its process printed something; perflab.isolation.output_to)."""
+    patterns = ("*/trials/*.log", "*/profile/*.log", f"*/{CHECK_LOG}")
+    return [p for pattern in patterns for p in sorted(sweep_dir.glob(pattern))]
+
+
+def _resume_command(sweep_dir: Path) -> str:
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.sweep.dir=")]
+    return shlex.join(["perflab", *args, f"hydra.sweep.dir={sweep_dir.absolute()}"])
+
+
+def _resume_hint(sweep_dir: Path) -> str:
+    """One line for an interrupted sweep: what was kept and the command that resumes it."""
+    return (
+        f"interrupted; finished trials and their records are kept in {sweep_dir}, with a "
+        f"partial summary and report; resume with: {_resume_command(sweep_dir)}"
+    )
+
+
+def _output_lost(sweep_dir: Path, exc: OutputLost) -> str:
+    """One line for a sweep stopped because its results could not be written: why, the
+    finished trials on disk, and what to do."""
+    if isinstance(exc, SweepDirDeleted):
+        return f"stopped: {exc}; nothing more was written (start again in a new directory)"
+    kept = finished_trials(sweep_dir)
+    what = "; ".join(f"{job}: {n}" for job, n in kept.items()) or "none"
+    return (
+        f"stopped: {exc}; finished trials kept in {sweep_dir} (per job directory: {what}); "
+        f"free space, then resume with: {_resume_command(sweep_dir)}"
+    )
+
+
+def finished_trials(sweep_dir: Path) -> dict[str, int]:
+    """Trial records on disk per job directory (the sentinel's included)."""
+    counts: dict[str, int] = {}
+    for record in sorted(sweep_dir.glob("*/trials/r*.json")):
+        job = record.parent.parent.name
+        counts[job] = counts.get(job, 0) + 1
+    return counts
+
+
+def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
+    """scaleout.group_by: each group's experiment runs as one submitit job."""
+    from perflab.experiment.scaleout import Member, launch_groups
+
+    def saver(job: ComposedJob) -> Callable[[Path], None]:
+        return lambda into: _save_hydra_files(job, into)
+
+    members = [
+        Member(
+            Job(j.num, j.overrides, _values(j)),
+            j.config,
+            OmegaConf.to_container(j.task_config, resolve=True),  # type: ignore[arg-type]
+            _choices(j),
+            saver(j),
+        )
+        for j in jobs
+    ]
+    results, interrupted = launch_groups(members, sweep_dir, print)
+    lost = [r["key"] for r in results if r.get("state") == "failed"]
+    failed = [f"{r['key']}: {label}" for r in results for label in r.get("failed", [])]
+    if lost or failed:
+        outcome.report(
+            outcome.EXIT_FAILED,
+            "; ".join(
+                ([f"group jobs failed: {', '.join(lost)}"] if lost else [])
+                + ([f"trials failed in: {'; '.join(failed)}"] if failed else [])
+            )
+            + f"; see {sweep_dir / 'groups.json'}",
+        )
+    if interrupted:
+        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+    by_key = {r["key"]: r for r in results}
+    return [_job_return(j, by_key) for j in jobs]
+
+
+def _values(job: ComposedJob) -> dict[str, Any]:
+    return {override_key(o): _value(job.config, override_key(o), o) for o in job.overrides}
+
+
+def _choices(job: ComposedJob) -> dict[str, str]:
+    return {
+        k: str(v)
+        for k, v in job.sweep_config.hydra.runtime.choices.items()
+        if not k.startswith("hydra")
+    }
+
+
+def _variant_return(job: ComposedJob, summary: dict[str, Any]) -> JobReturn:
+    variant = next(v for v in summary["variants"] if v["name"] == str(job.num))
+    return _job_return(job, variant)
+
+
+def _job_return(job: ComposedJob, value: Any) -> JobReturn:
+    ret = JobReturn(
+        overrides=job.overrides,
+        cfg=job.task_config,
+        hydra_cfg=job.sweep_config,
+        working_dir=str(job.job_dir),
+        task_name=str(job.sweep_config.hydra.job.name),
+    )
+    # Always COMPLETED: Hydra's sweeper re-raises a FAILED job and skips on_multirun_end.
+    # Failures are in the summary, the records and the exit code instead.
+    ret.status = JobStatus.COMPLETED
+    ret.return_value = value
+    return ret

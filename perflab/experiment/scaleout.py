@@ -1,0 +1,426 @@
+"""Scale-out: a sweep split into independent groups, each run as one job through submitit.
+
+Variants that are compared must share a machine: pairing trials by round is what makes a
+verdict honest. So the unit of distribution is a *group*, the variants that share the
+values of the ``scaleout.group_by`` keys. Each group runs its own interleaved experiment,
+with its own A/A sentinel (a noise floor belongs to a machine), as one submitit job: a
+SLURM job on a cluster, a local process on a laptop or in tests. A group writes a
+complete sweep directory, the same layout as a single-machine sweep, under
+``SWEEP/groups/KEY=VALUE/``; the sweep's report merges the groups
+(:mod:`perflab.report.merge`) and never compares step times across machines unasked.
+
+submitit ships each group's task to its job with (cloud)pickle, as any submitit user's
+job is shipped; records, summaries and reports stay JSON, CSV, Markdown and PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.config.plan import BUILTIN_TREATMENTS, Job, Plan, swept_keys
+from perflab.config.schema import PerflabConfig, ScaleOutConfig, ScheduleConfig
+from perflab.errors import ConfigError
+from perflab.records import write_json_atomic
+from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
+
+
+@dataclass
+class Group:
+    # "model=mlp batch_size=64": the group_by keys' values, also its directory name
+    key: str
+    jobs: list[Job]
+
+    @property
+    def dir_name(self) -> str:
+        # one path component, readable: "model=mlp,batch_size=64"
+        return re.sub(r"[^A-Za-z0-9=,._+-]", "_", self.key.replace(" ", ","))
+
+
+@dataclass
+class GroupTask:
+    """What one group's job receives: plain data, shipped by submitit."""
+
+    key: str
+    sweep_dir: str
+    plan: Plan
+    # perflab.experiment.schedule.VariantRun by variant name
+    runs: dict[str, Any]
+    schedule: ScheduleConfig
+    profile: bool
+    # each job's composed config (by variant source name) and the CLI's invocation: the
+    # job fingerprints its experiment on the machine that runs it, to resume it safely
+    configs: dict[str, dict[str, Any]]
+    invocation: dict[str, Any]
+    # resolve every variant in the job before measuring (on SLURM the submitting machine
+    # is not the one that runs the group; locally the launcher checked already)
+    check: bool = False
+
+
+def check_group_by(group_by: list[str], jobs: list[Job], declared: dict[str, Any]) -> None:
+    """Group keys must be swept, and must not be treatments: a treatment is compared with
+    its baseline, and grouping by it would put the two on different machines."""
+    swept = swept_keys(jobs)
+    for key in group_by:
+        if key not in swept:
+            raise ConfigError(
+                "scaleout.group_by",
+                key,
+                f"keys swept in this sweep ({', '.join(swept) or 'none'})",
+                "not swept",
+            )
+        if key in BUILTIN_TREATMENTS or key in declared:
+            raise ConfigError(
+                "scaleout.group_by",
+                key,
+                "swept keys that are not treatments (a treatment is compared with its "
+                "baseline on one machine), e.g. model or batch_size",
+                "is a treatment",
+            )
+
+
+def split(jobs: list[Job], group_by: list[str]) -> list[Group]:
+    """The jobs of each combination of group_by values, in command-line order."""
+    groups: dict[str, list[Job]] = {}
+    for job in jobs:
+        key = " ".join(f"{k}={_fmt(job.values.get(k))}" for k in group_by)
+        groups.setdefault(key, []).append(job)
+    return [Group(key, members) for key, members in groups.items()]
+
+
+def _fmt(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def run_group(task: GroupTask) -> dict[str, Any]:
+    """One group's whole experiment, in its job: rounds, profiles, its own report. A
+    re-run into the same sweep directory resumes the group (perflab.experiment.resume); Ctrl-C or
+    SIGTERM (how SLURM stops a job) keeps the finished trials and writes the report."""
+    import socket
+
+    from perflab import exits as outcome
+    from perflab.experiment import resume
+    from perflab.experiment.schedule import check_all, run_experiment, run_profiles
+    from perflab.report import load, write_report
+
+    sweep_dir = Path(task.sweep_dir)
+    say = _prefixed(task.key)
+    start = time.monotonic()
+    fingerprint = resume.fingerprint(task.configs, task.invocation)
+    previous = resume.previous(sweep_dir, task.plan, fingerprint)
+    if task.check:
+        for warning in sorted({w for ws in check_all(task.runs).values() for w in ws}):
+            say(f"warning: {warning}")
+    with outcome.sigterm_interrupts():
+        summary = run_experiment(
+            task.plan, task.runs, task.schedule, sweep_dir, say, fingerprint, previous
+        )
+        experiment_s = time.monotonic() - start
+        stop = summary["stop_reason"]
+        if task.profile and stop != "interrupted":
+            try:
+                run_profiles(task.plan, task.runs, say)
+            except KeyboardInterrupt:
+                stop = "interrupted"
+        profiles_s = time.monotonic() - start - experiment_s
+        report = write_report(load(sweep_dir, summary))
+    return {
+        "key": task.key,
+        "dir": sweep_dir.name,
+        "hostname": socket.gethostname(),
+        "stop_reason": stop,
+        "failed": [v["label"] for v in summary["variants"] if v["failed"]],
+        "report": str(report.relative_to(sweep_dir)),
+        "seconds": round(time.monotonic() - start, 3),
+        "phases_s": {
+            "experiment": round(experiment_s, 3),
+            "profiles": round(profiles_s, 3),
+            "report": round(time.monotonic() - start - experiment_s - profiles_s, 3),
+        },
+    }
+
+
+def _prefixed(key: str) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        print(f"[{key}] {line}", flush=True)
+
+    return say
+
+
+def make_executor(cfg: ScaleOutConfig, folder: Path) -> Any:
+    """submitit's executor for the configured backend."""
+    import submitit
+
+    if cfg.executor == "local":
+        local = submitit.LocalExecutor(folder=folder)
+        local.update_parameters(timeout_min=cfg.slurm.timeout_min)
+        return local
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    except RuntimeError as exc:  # submitit looks for srun
+        raise ConfigError(
+            "scaleout.executor",
+            "slurm",
+            "slurm on a machine that submits SLURM jobs (srun and sbatch on PATH), or local",
+            str(exc),
+        ) from exc
+    s = cfg.slurm
+    params: dict[str, Any] = {
+        "name": "perflab",
+        "timeout_min": s.timeout_min,
+        "gpus_per_node": s.gpus_per_node,
+        "cpus_per_task": s.cpus_per_task,
+        "mem_gb": s.mem_gb,
+        "nodes": 1,
+        "tasks_per_node": 1,
+        "slurm_additional_parameters": dict(s.additional_parameters),
+    }
+    for name in ("partition", "account", "qos", "constraint"):
+        if getattr(s, name):
+            params[f"slurm_{name}"] = getattr(s, name)
+    executor.update_parameters(**params)
+    return executor
+
+
+def run_groups(
+    tasks: list[GroupTask],
+    cfg: ScaleOutConfig,
+    sweep_dir: Path,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Submit every group's job (at most max_parallel at once locally), wait for all, and
+    write groups.json. A group whose job fails is recorded as failed; the rest go on."""
+    executor = make_executor(cfg, sweep_dir / SUBMITIT_DIR)
+    slurm = cfg.executor == "slurm"
+    # SLURM queues and runs jobs itself; the local executor would run them all at once
+    window = len(tasks) if slurm else cfg.max_parallel
+    results: list[dict[str, Any]] = []
+    pending = list(tasks)
+    running: list[tuple[GroupTask, Any, float]] = []
+    try:
+        while pending or running:
+            while pending and len(running) < window:
+                task = pending.pop(0)
+                job = executor.submit(run_group, task)
+                say(f"group {task.key}: job {job.job_id} submitted (logs: {job.paths.stdout})")
+                running.append((task, job, time.monotonic()))
+            task, job, submitted = running.pop(0)
+            results.append(_wait(task, job, submitted, say, slurm))
+            _write_index(sweep_dir, tasks, results)
+    except KeyboardInterrupt:
+        # Ctrl-C reached the local jobs too (same process group); a SLURM job gets
+        # scancel's SIGTERM. Either way each group keeps its finished trials and writes
+        # its partial report: give them the time to, then collect what they returned.
+        for _, job, _ in running:
+            job.cancel(check=False)
+        for task, job, submitted in running:
+            _settle(job)
+            results.append(_wait(task, job, submitted, say, slurm))
+        _write_index(sweep_dir, tasks, results)
+        raise
+    return results
+
+
+# how long an interrupted group's job may take to write its partial summary and report
+SETTLE_S = 60.0
+
+
+def _settle(job: Any) -> None:
+    deadline = time.monotonic() + SETTLE_S
+    while not job.done() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+# How often a SLURM job that has left no result is looked up with squeue. submitit asks
+# sacct, which answers nothing on a cluster without accounting (no slurmdbd: "Slurm
+# accounting storage is disabled"); there a job cancelled while pending, or killed before
+# it wrote its result, would be waited on forever (seen on the single-node cluster of
+# benchmarks/slurm/start_cluster.sh, docs/slurm.md).
+SLURM_POLL_S = 5.0
+# squeue's states of a job that has stopped for good (squeue(1), JOB STATE CODES); any
+# other state (PENDING, RUNNING, COMPLETING, REQUEUED, PREEMPTED before a requeue, ...)
+# may still bring a result
+SLURM_ENDED = frozenset(
+    ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL")
+    + ("OUT_OF_MEMORY", "SPECIAL_EXIT", "TIMEOUT")
+)
+# a job SLURM no longer knows: it ended more than MinJobAge (300 s by default) ago
+SLURM_GONE = "GONE (no longer known to SLURM)"
+# seconds a result file may take to appear after SLURM says its job ended
+RESULT_GRACE_S = 15.0
+
+
+def _slurm_state(job_id: str) -> str | None:
+    """The job's state from squeue (``CANCELLED``, ``RUNNING``, ...), SLURM_GONE when
+    SLURM no longer knows it, None when squeue cannot say (controller unreachable)."""
+    command = ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%T"]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return SLURM_GONE if "Invalid job id" in out.stderr else None
+    states = out.stdout.split()
+    return states[0] if states else SLURM_GONE
+
+
+def _until_done(job: Any, slurm: bool) -> str | None:
+    """Wait until the job has its result; a SLURM job also until SLURM says it ended
+    without one. Returns the SLURM state it ended in (None: the result is there)."""
+    next_ask = time.monotonic() + SLURM_POLL_S
+    # job.result() polls about once a second; a short poll of done() returns sooner
+    while not job.done():
+        if slurm and time.monotonic() >= next_ask:
+            state = _slurm_state(str(job.job_id))
+            if state == SLURM_GONE or state in SLURM_ENDED:
+                # the result file may reach a shared file system a little after the job
+                # ended (submitit's own grace, Job._results_timeout_s)
+                deadline = time.monotonic() + RESULT_GRACE_S
+                while not job.done() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                return None if job.done() else state
+            next_ask = time.monotonic() + SLURM_POLL_S
+        time.sleep(0.1)
+    return None
+
+
+def _wait(
+    task: GroupTask, job: Any, submitted: float, say: Callable[[str], None], slurm: bool = False
+) -> dict[str, Any]:
+    ended = _until_done(job, slurm)
+    if ended:
+        # not job.result(): it waits until done(), which without sacct never comes
+        say(f"group {task.key}: job {job.job_id} ended ({ended}) without a result")
+        error = f"SLURM job ended ({ended}) without a result; its log: {job.paths.stderr}"
+        return _failed(task, job, error)
+    try:
+        result: dict[str, Any] = job.result()
+    except Exception as exc:  # noqa: BLE001 - one lost group must not lose the others
+        first = str(exc).strip().splitlines()
+        say(f"group {task.key}: job {job.job_id} FAILED: {first[-1] if first else exc}")
+        return _failed(task, job, str(exc)[-2000:])
+    result.update(
+        job_id=str(job.job_id),
+        state="done",
+        # job start-up, waiting and collecting: the cost of running as a job
+        overhead_s=round(time.monotonic() - submitted - result["seconds"], 3),
+    )
+    say(f"group {task.key}: ended on {result['hostname']} ({result['stop_reason']})")
+    return result
+
+
+def _failed(task: GroupTask, job: Any, error: str) -> dict[str, Any]:
+    return {
+        "key": task.key,
+        "dir": Path(task.sweep_dir).name,
+        "job_id": str(job.job_id),
+        "state": "failed",
+        "error": error,
+    }
+
+
+def _write_index(sweep_dir: Path, tasks: list[GroupTask], results: list[dict[str, Any]]) -> None:
+    done = {r["key"]: r for r in results}
+    write_json_atomic(
+        sweep_dir / GROUPS_FILE,
+        {
+            "groups": [
+                done.get(t.key, {"key": t.key, "dir": Path(t.sweep_dir).name, "state": "pending"})
+                for t in tasks
+            ]
+        },
+    )
+
+
+def group_dir(sweep_dir: Path, group: Group) -> Path:
+    return sweep_dir / GROUPS_DIR / group.dir_name
+
+
+@dataclass
+class Member:
+    """The launcher's view of one composed job, for grouping."""
+
+    job: Job
+    config: PerflabConfig
+    config_dict: dict[str, Any]
+    choices: dict[str, str]
+    # writes the job's .hydra/ files into a directory
+    save_hydra_files: Callable[[Path], None]
+
+
+def launch_groups(
+    members: list[Member], sweep_dir: Path, say: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], bool]:
+    """Plan every group, check it, submit the groups' jobs, merge their reports; return
+    the groups' results and whether the run was interrupted."""
+    from perflab.config.plan import build_plan
+    from perflab.experiment import resume
+    from perflab.experiment.invocation import read_invocation
+    from perflab.experiment.schedule import check_all, make_runs
+    from perflab.report.merge import write_merged_report
+
+    first = members[0].config
+    cfg, sched = first.scaleout, first.schedule
+    check_group_by(cfg.group_by, [m.job for m in members], dict(sched.treatments))
+    by_name = {str(m.job.num): m for m in members}
+    invocation = read_invocation()
+    tasks = []
+    for group in split([m.job for m in members], cfg.group_by):
+        directory = group_dir(sweep_dir, group)
+        plan = build_plan(group.jobs, dict(sched.treatments), sched.sentinel)
+        names = [str(j.num) for j in group.jobs]
+        runs = make_runs(
+            plan,
+            {n: by_name[n].config for n in names},
+            {n: by_name[n].config_dict for n in names},
+            {n: by_name[n].choices for n in names},
+            invocation,
+            directory,
+        )
+        configs = {n: by_name[n].config_dict for n in names}
+        if cfg.executor == "local":
+            # this machine runs the groups: check here, before anything is submitted
+            # (the job checks again, and on SLURM only the job can)
+            resume.previous(directory, plan, resume.fingerprint(configs, invocation))
+            # each variant's check logs into its directory, and perflab.isolation creates
+            # only the last level of a log's path: the group's directory must exist
+            directory.mkdir(parents=True, exist_ok=True)
+            for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
+                say(f"perflab: warning: {warning}")
+        for variant in plan.variants:
+            by_name[variant.source].save_hydra_files(directory / variant.dir)
+        tasks.append(
+            GroupTask(
+                group.key,
+                str(directory),
+                plan,
+                runs,
+                sched,
+                first.profile,
+                configs,
+                invocation,
+                check=cfg.executor != "local",
+            )
+        )
+    say(
+        f"perflab: {len(members)} variant(s) in {len(tasks)} group(s) by "
+        f"{', '.join(cfg.group_by)}; each group is one {cfg.executor} job with its own "
+        f"interleaved rounds and A/A sentinel; sweep directory {sweep_dir}"
+    )
+    interrupted = False
+    try:
+        results = run_groups(tasks, cfg, sweep_dir, say)
+    except KeyboardInterrupt:
+        interrupted = True
+        results = json.loads((sweep_dir / GROUPS_FILE).read_text())["groups"]
+    interrupted = interrupted or any(r.get("stop_reason") == "interrupted" for r in results)
+    say(f"report: {write_merged_report(sweep_dir)}")
+    if first.report.dir:
+        say(f"report published: {write_merged_report(sweep_dir, Path(first.report.dir))}")
+    return results, interrupted

@@ -1,0 +1,438 @@
+"""Run an experiment: rounds of freshly shuffled variants, one isolated trial each.
+
+Randomised interleaving is what keeps drift from reading as an effect: running all of A
+then all of B turned a 0.2 %-per-trial drift into ~94 % false verdicts in DESIGN.md's
+simulations, interleaving kept them near 5 %. Each round runs every variant once, in a
+new random order; after ``min_rounds`` the run stops as soon as every comparison's CI
+half-width reaches the target, or at ``max_rounds``, or when the time budget would be
+exceeded by another round. An interrupted experiment keeps its finished trials and can be
+resumed into the same directory (perflab.experiment.resume, docs/resilience.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from perflab.analysis import stats
+from perflab.analysis.summary import Experiment, analyze, load_trials
+from perflab.config.plan import SENTINEL, Plan
+from perflab.config.schema import PerflabConfig, ScheduleConfig
+from perflab.errors import (
+    ConfigError,
+    DiskFull,
+    OutputLost,
+    PerflabError,
+    RecordError,
+    SweepDirDeleted,
+    no_space,
+)
+from perflab.experiment.settle import settle
+from perflab.isolation import describe_exit, drop_if_empty, run_isolated
+from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
+from perflab.sweepdir import (
+    CHECK_LOG,
+    EXPERIMENT_FILE,
+    PROFILE_FILE,
+    REJECTED_SUFFIX,
+    SUMMARY_FILE,
+    log_beside,
+)
+from perflab.trial_request import (
+    CHECK_SETTINGS,
+    RUN_PROFILE,
+    TrialLength,
+    TrialRequest,
+    failure_record,
+    run_in_fresh_process,
+)
+
+# A variant whose trials keep failing stops being scheduled: after a failure with no
+# success before it (a deterministic failure, e.g. out of memory) or after this many.
+MAX_FAILURES = 3
+
+
+@dataclass
+class VariantRun:
+    """A variant's trial template and its results so far."""
+
+    request: TrialRequest
+    job_dir: Path
+    # the configuration it runs: its own variant name, or for the A/A sentinel its
+    # baseline's (the two share one trial length)
+    config: str
+    costs: dict[int, float] = dataclasses.field(default_factory=dict)
+    # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
+    failures: int = 0
+
+    @property
+    def active(self) -> bool:
+        return not (self.failures and not self.costs) and self.failures < MAX_FAILURES
+
+
+def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
+    """Resolve every variant on this machine before measuring anything: an impossible
+    setting in any variant stops the sweep with exit 2 and nothing measured."""
+    warnings = {}
+    for name, run in runs.items():
+        log = run.job_dir / CHECK_LOG
+        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=120, log=log)
+        if result.kind == "crashed":
+            _name_the_factory_that_ends_the_process(run)
+        if result.kind == "config_error":
+            raise PerflabError(result.message)
+        if result.kind != "ok":
+            raise RuntimeError(f"checking variant {name} failed: {result.message}")
+        warnings[name] = result.value
+    return warnings
+
+
+# the function that imports one factory alone (perflab.measure.trial)
+IMPORT_FACTORY = "perflab.measure.trial:import_factory"
+
+
+def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
+    """A check process that died without answering (os._exit or a signal, say while
+    importing the user's model) is told apart from a bug by importing each factory alone:
+    the one whose import dies the same way is named, in one line and exit 2."""
+    cfg = run.request.config
+    factories = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
+    for field_name, target in factories.items():
+        if not target:
+            continue
+        job = (run.request, field_name)
+        alone = run_isolated(IMPORT_FACTORY, job, timeout_s=120, log=run.job_dir / CHECK_LOG)
+        if alone.kind == "crashed":
+            problem = f"{describe_exit(alone.exitcode)} while importing it"
+            allowed = "a factory whose module imports without ending the process"
+            raise ConfigError(field_name, target, allowed, problem)
+
+
+def run_one(
+    run: VariantRun, round_: int, sched: ScheduleConfig, lengths: dict[str, TrialLength]
+) -> TrialRecord:
+    """One trial of a variant in a fresh process. The first trial of each configuration
+    runs to the trial bounds and fixes the length of its later ones (``lengths``)."""
+    path = run.job_dir / "trials" / f"r{round_:03d}.json"
+    length = lengths.get(run.config)
+    request = dataclasses.replace(
+        run.request,
+        record_path=str(path),
+        round=round_,
+        length=length,
+        calibrating=length is None,
+        settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
+    )
+    try:
+        record = _load_or_reject(run_in_fresh_process(request), request)
+    except OSError as exc:
+        if not run.job_dir.exists():  # its record had nowhere to go
+            raise SweepDirDeleted(
+                f"hydra.sweep.dir={run.job_dir.parent} was deleted while the sweep ran"
+            ) from exc
+        raise
+    drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
+    count(run, record, sched.metric, lengths)
+    return record
+
+
+def _load_or_reject(path: Path, request: TrialRequest) -> TrialRecord:
+    """The record a trial just wrote. One that fails validation (perflab.records) is a
+    failed trial, not a reason to stop the sweep: it is kept aside for inspection and a
+    failed record saying why takes its place."""
+    try:
+        return load_record(path)
+    except RecordError as exc:
+        path.replace(path.with_name(path.name + REJECTED_SUFFIX))
+        record = failure_record(request, "failed", f"the trial wrote an invalid record: {exc}")
+        write_record(path, record, parents=False)
+        return record
+
+
+def count(
+    run: VariantRun, record: TrialRecord, metric: str, lengths: dict[str, TrialLength]
+) -> None:
+    """Take a finished trial (just run, or found on disk when resuming) into account; the
+    first ok trial of a configuration fixes its trial length."""
+    if record.status == "ok" and record.samples is not None:
+        run.costs[record.round] = stats.trial_cost(record, metric)
+        s = record.samples
+        lengths.setdefault(run.config, TrialLength(s.steps_per_sample, s.timed_steps, record.round))
+    else:
+        run.failures += 1
+
+
+def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tuple[float, str]:
+    """The widest half-width among the comparisons still running (sentinel included), as
+    the stopping rule judges it (stats.widest_half_width), and whose."""
+    sentinel = plan.sentinel()
+    pairs = plan.comparisons() + ([sentinel] if sentinel else [])
+    return stats.widest_half_width(
+        [
+            (variant.label, runs[base.name].costs, runs[variant.name].costs)
+            for variant, base in pairs
+            if runs[variant.name].active and runs[base.name].active
+        ],
+        sched.confidence,
+    )
+
+
+class _Session:
+    """This session's share of an experiment that may span several (perflab.experiment.resume)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        sched: ScheduleConfig,
+        sweep_dir: Path,
+        fingerprint: dict[str, Any],
+        previous: Experiment | None,
+    ) -> None:
+        self.plan, self.sweep_dir, self.fingerprint = plan, sweep_dir, fingerprint
+        self.schedule = dataclasses.asdict(sched)
+        self.prior_s = previous.elapsed_s if previous else 0.0
+        self.round_s = list(previous.round_s) if previous else []
+        self.resumed = list(previous.resumed) if previous else []
+        self.start = time.monotonic()
+        self.ran = 0  # trials run in this session
+
+    def elapsed(self) -> float:
+        return self.prior_s + time.monotonic() - self.start
+
+    def spent(self, round_: int, seconds: float) -> None:
+        self.round_s += [0.0] * (round_ + 1 - len(self.round_s))
+        self.round_s[round_] = round(self.round_s[round_] + seconds, 3)
+
+    def note_resume(self, round_: int, kept: int) -> None:
+        if kept and not self.ran:
+            at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self.resumed.append({"at_round": round_, "trials_kept": kept, "at": at})
+
+    def experiment(self, stop: str, rounds: int) -> Experiment:
+        return Experiment(
+            self.plan,
+            self.schedule,
+            stop,
+            rounds,
+            round(self.elapsed(), 3),
+            self.fingerprint,
+            self.round_s,
+            self.resumed,
+        )
+
+    def save(self, stop: str, rounds: int) -> Experiment:
+        experiment = self.experiment(stop, rounds)
+        write_results(self.sweep_dir / EXPERIMENT_FILE, experiment.to_dict())
+        return experiment
+
+    def check_still_there(self) -> None:
+        """Stop before the next trial if the sweep directory was deleted: writing on
+        would recreate it with a fraction of the experiment."""
+        if not (self.sweep_dir / EXPERIMENT_FILE).exists():
+            raise SweepDirDeleted(
+                f"hydra.sweep.dir={self.sweep_dir} (its {EXPERIMENT_FILE}) was deleted while "
+                "the sweep ran"
+            )
+
+
+def write_results(path: Path, data: Any) -> None:
+    """write_json_atomic, with a full disk raised as DiskFull (the sweep stops as if
+    interrupted, perflab.experiment.launcher) rather than as an error of the user's input."""
+    try:
+        write_json_atomic(path, data)
+    except OSError as exc:
+        if no_space(exc):
+            raise DiskFull(f"no space left on the disk of {path.parent}") from exc
+        raise
+
+
+def run_experiment(
+    plan: Plan,
+    runs: dict[str, VariantRun],
+    sched: ScheduleConfig,
+    sweep_dir: Path,
+    say: Callable[[str], None],
+    fingerprint: dict[str, Any] | None = None,
+    previous: Experiment | None = None,
+) -> dict[str, Any]:
+    """Run rounds until the stopping rule says stop; write and return the summary.
+
+    With ``previous`` (the experiment.json of this same experiment, as checked by
+    perflab.experiment.resume.previous), the trials already on disk are kept: the rounds are
+    replayed in their original shuffled order and only the missing trials run; the
+    stopping rule is applied from the last round on disk on. Ctrl-C or SIGTERM ends the
+    run with stop_reason "interrupted": the trial in progress is killed and leaves no
+    record, and the summary of the finished ones is written and returned.
+    """
+    session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous)
+    # only a caller that checked the directory holds this experiment resumes it
+    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
+    kept = sum(len(t) for t in done.values())
+    frontier = max((r for t in done.values() for r in t), default=-1)
+    if kept:
+        say(
+            f"resuming: {kept} finished trial(s) on disk, up to round {frontier + 1}, are "
+            "kept; running only the missing ones"
+        )
+    session.save("running", previous.rounds if previous else 0)
+    rng = random.Random(sched.shuffle_seed)
+    lengths: dict[str, TrialLength] = {}  # configuration -> its fixed trial length
+    stop, rounds, current, round_start = "max rounds", 0, -1, 0.0
+    try:
+        # rounds already on disk are always completed and kept, even past a lowered max
+        for round_ in range(max(sched.max_rounds, frontier + 1)):
+            order = [name for name, run in runs.items() if run.active]
+            if not order:
+                stop = "every variant failed"
+                break
+            rng.shuffle(order)  # replays the original order of rounds already run
+            todo = [name for name in order if round_ not in done[name]]
+            for name in order:
+                if round_ in done[name]:
+                    count(runs[name], done[name][round_], sched.metric, lengths)
+            if todo:
+                session.note_resume(round_, kept)
+                current, round_start = round_, time.monotonic()
+                for name in todo:
+                    session.check_still_there()
+                    run_one(runs[name], round_, sched, lengths)
+                    session.ran += 1
+                session.spent(round_, time.monotonic() - round_start)
+                current = -1
+            rounds = round_ + 1
+            if round_ < frontier:
+                continue  # the session that ran this round did not stop after it
+            stop = _should_stop(plan, runs, sched, session, rounds, len(order), say, bool(todo))
+            if stop:
+                break
+            session.save("running", rounds)
+        else:
+            stop = "max rounds"
+    except KeyboardInterrupt:
+        stop = "interrupted"
+        if current >= 0:
+            session.spent(current, time.monotonic() - round_start)
+    except PerflabError:
+        # e.g. a factory that cannot be built with its arguments: keep what was measured
+        _finish(session, "config error", rounds)
+        raise
+    except OutputLost as exc:
+        exc.summary = _finish_lost(session, exc, rounds)
+        raise
+    if kept and not session.ran and stop != "interrupted":
+        say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
+    return _finish(session, stop, rounds)
+
+
+def _should_stop(
+    plan: Plan,
+    runs: dict[str, VariantRun],
+    sched: ScheduleConfig,
+    session: _Session,
+    rounds: int,
+    variants: int,
+    say: Callable[[str], None],
+    ran: bool,
+) -> str:
+    """Why the experiment stops after this round, or "" to go on."""
+    elapsed = session.elapsed()
+    round_s = session.round_s[rounds - 1] if len(session.round_s) >= rounds else 0.0
+    width, who = widest(plan, runs, sched)
+    if ran:
+        say(_progress(rounds, sched, variants, width, who, elapsed, round_s))
+    if width < 0 and (plan.comparisons() or plan.sentinel()):
+        return "no comparison left (failed variants)"
+    if rounds >= sched.min_rounds and width <= sched.target_half_width:
+        return "precision reached"
+    if rounds >= sched.min_rounds and elapsed + round_s > sched.time_budget_s:
+        return "time budget"
+    return ""
+
+
+def _finish(session: _Session, stop: str, rounds: int) -> dict[str, Any]:
+    """Record how the run ended and write the summary of what is on disk."""
+    experiment = session.save(stop, rounds)
+    summary = analyze(experiment, load_trials(session.sweep_dir, session.plan))
+    write_results(session.sweep_dir / SUMMARY_FILE, summary)
+    return summary
+
+
+def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> dict[str, Any] | None:
+    """The summary of the trials on disk when results could no longer be written: saved
+    too if the disk takes it (each file whole or not at all), never into a directory
+    that was deleted (that would recreate it)."""
+    if isinstance(exc, SweepDirDeleted):
+        return None
+    stop = "disk full"
+    try:
+        return _finish(session, stop, rounds)
+    except DiskFull:
+        experiment = session.experiment(stop, rounds)
+        return analyze(experiment, load_trials(session.sweep_dir, session.plan))
+
+
+def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], None]) -> None:
+    """One separate, untimed profiling trial per variant (the sentinel aside), after the
+    timed rounds so it can never disturb them. A failure is reported, never fatal. A
+    variant that has its profile.json (an earlier session of a resumed sweep) keeps it."""
+    variants = [v for v in plan.variants if v.name != SENTINEL]
+    for i, variant in enumerate(variants, 1):
+        run = runs[variant.name]
+        path = run.job_dir / "profile" / PROFILE_FILE
+        if path.exists():
+            say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
+            continue
+        request = dataclasses.replace(run.request, record_path=str(path))
+        result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)  # DiskFull
+        drop_if_empty(log_beside(path))  # left empty by a profiling trial that was killed
+        state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
+        say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")
+
+
+def _progress(
+    rounds: int,
+    sched: ScheduleConfig,
+    variants: int,
+    width: float,
+    who: str,
+    elapsed: float,
+    round_s: float,
+) -> str:
+    if width < 0:
+        ci = "n/a"
+    elif width == float("inf"):
+        ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} paired rounds)"
+    elif width >= 1:
+        ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing
+    else:
+        ci = f"+-{width:.1%}"
+    left = max(0.0, min(sched.time_budget_s - elapsed, (sched.max_rounds - rounds) * round_s))
+    return (
+        f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} "
+        f"variants in {round_s:.1f} s; widest CI {ci} ({who}), target "
+        f"+-{sched.target_half_width:.1%}; {elapsed:.0f} s spent, <= {left:.0f} s left"
+    )
+
+
+def make_runs(
+    plan: Plan,
+    configs: dict[str, PerflabConfig],
+    dicts: dict[str, dict[str, Any]],
+    choices: dict[str, dict[str, str]],
+    invocation: dict[str, Any],
+    sweep_dir: Path,
+) -> dict[str, VariantRun]:
+    runs = {}
+    for variant in plan.variants:
+        source = variant.source
+        request = TrialRequest(
+            configs[source], dicts[source], "", invocation, choices=choices[source]
+        )
+        runs[variant.name] = VariantRun(request, sweep_dir / variant.dir, variant.source)
+    return runs

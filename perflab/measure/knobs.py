@@ -1,0 +1,258 @@
+"""One small function per optimization knob, and the evidence that each took effect.
+
+Evidence is observed, not assumed: autocast dtypes are read off the outputs of the
+matmul/conv layers, channels_last off the tensors that reach the convolutions, compile
+off dynamo's counters, the DataLoader off its live worker processes. Each piece of
+evidence is a plain dict: ``requested``, ``observed``, ``ok`` (True, False, or None when
+there was nothing to observe) and a ``detail`` sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import random
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from perflab.config.schema import PerflabConfig
+from perflab.measure.resolve import Resolved
+
+Evidence = dict[str, Any]
+
+# Layers whose outputs show the autocast dtype (matmuls and convolutions run in it).
+AUTOCAST_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+
+def evidence(requested: Any, observed: Any, ok: bool | None, detail: str) -> Evidence:
+    return {"requested": requested, "observed": observed, "ok": ok, "detail": detail}
+
+
+# --- process-wide settings ------------------------------------------------------------
+
+
+def apply_threads(threads: int) -> Evidence:
+    # OMP_NUM_THREADS is ignored in a fork-server child (the server initialised OpenMP),
+    # so the count is set through torch and read back.
+    torch.set_num_threads(threads)
+    observed = torch.get_num_threads()
+    return evidence(threads, observed, observed == threads, f"torch.get_num_threads() = {observed}")
+
+
+def apply_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def apply_matmul_precision(precision: str) -> Evidence:
+    torch.set_float32_matmul_precision(precision)
+    observed = torch.get_float32_matmul_precision()
+    return evidence(precision, observed, observed == precision, "float32 matmul precision")
+
+
+def apply_cudnn_benchmark(enabled: bool, device: str) -> Evidence:
+    torch.backends.cudnn.benchmark = enabled
+    observed = torch.backends.cudnn.benchmark
+    ok = observed == enabled if device == "cuda" else None
+    return evidence(enabled, observed, ok, "torch.backends.cudnn.benchmark (cuda only)")
+
+
+def conditions() -> dict[str, Any]:
+    """Settings that must be equal between compared variants; a comparison checks them."""
+    return {
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "mkldnn_enabled": torch.backends.mkldnn.enabled,
+    }
+
+
+# --- the model ------------------------------------------------------------------------
+
+
+def apply_channels_last(model: nn.Module, enabled: bool) -> nn.Module:
+    return model.to(memory_format=torch.channels_last) if enabled else model  # type: ignore[call-overload]
+
+
+def apply_compile(model: nn.Module, resolved: Resolved, dynamic: bool | None) -> nn.Module:
+    if resolved.compile_mode is None:
+        return model
+    return torch.compile(model, mode=resolved.compile_mode, dynamic=dynamic)  # type: ignore[return-value]
+
+
+def apply_fused(model: nn.Module, fused: str, device: str) -> list[str]:
+    """fused=triton: swap perflab's fused Triton modules into the model in place and
+    return what was replaced. The kernels are imported here (interpreted on CPU), so a
+    problem with them surfaces while building, not inside the first timed call."""
+    if fused == "off":
+        return []
+    from perflab import kernels
+
+    kernels.load(device)
+    return kernels.fuse_model(model)
+
+
+def autocast(resolved: Resolved) -> contextlib.AbstractContextManager[Any]:
+    if resolved.amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(resolved.device, dtype=getattr(torch, resolved.amp_dtype))
+
+
+def build_optimizer(cfg: PerflabConfig, model: nn.Module) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=0.9)
+
+
+# --- compile counters -------------------------------------------------------------------
+
+
+def compile_counters() -> dict[str, int]:
+    """Dynamo's cumulative counters: graphs compiled, graph breaks, recompilations."""
+    from torch._dynamo.utils import counters
+
+    stats = counters["stats"]
+    return {
+        "graphs": int(stats.get("unique_graphs", 0)),
+        "frames_compiled": int(stats.get("calls_captured", 0)),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "recompiles": int(sum(counters["recompiles"].values())),
+    }
+
+
+def compile_evidence(
+    resolved: Resolved,
+    at_start: dict[str, int],
+    before_timed: dict[str, int],
+    after_timed: dict[str, int],
+) -> Evidence:
+    """Dynamo's counters are process-wide and cumulative: count what this trial added."""
+    trial = {k: after_timed[k] - at_start[k] for k in after_timed}
+    in_window = {k: after_timed[k] - before_timed[k] for k in after_timed}
+    observed = {**trial, "compiled_in_timed_window": in_window["frames_compiled"]}
+    if resolved.compile_mode is None:
+        return evidence("off", observed, trial["graphs"] == 0, "no graphs compiled")
+    ok = trial["graphs"] > 0
+    detail = (
+        f"{trial['graphs']} graph(s), {trial['graph_breaks']} graph break(s), "
+        f"{in_window['frames_compiled']} compilation(s) inside the timed window"
+    )
+    return evidence(resolved.compile_mode, observed, ok, detail)
+
+
+def fused_op_calls() -> dict[str, int]:
+    """Real calls of perflab's fused custom ops so far in this process. Cumulative, like
+    dynamo's counters, so a trial counts what it added; {} while they are not loaded."""
+    ops = sys.modules.get("perflab.kernels.ops")
+    return {} if ops is None else {f"perflab::{k}": n for k, n in sorted(ops.CALLS.items())}
+
+
+def fused_evidence(requested: str, replaced: list[str], calls_at_start: dict[str, int]) -> Evidence:
+    """What fused=triton swapped in, and whether the fused custom ops really ran: their
+    Python implementations count real calls (traced, fake calls do not count)."""
+    calls = {
+        k: n - calls_at_start.get(k, 0)
+        for k, n in fused_op_calls().items()
+        if n > calls_at_start.get(k, 0)
+    }
+    ran = ", ".join(f"{name} x{n}" for name, n in calls.items()) or "none"
+    if requested == "off":
+        return evidence("off", replaced, not calls, f"fused ops that ran: {ran}")
+    ops = sys.modules.get("perflab.kernels.ops")
+    interpreted = ops is not None and ops.interpreted() is True
+    detail = (
+        f"{len(replaced)} module(s) fused; fused ops that ran: {ran}"
+        if replaced
+        else "nothing to fuse: no Linear+GELU in an nn.Sequential, no affine LayerNorm"
+    )
+    if interpreted:
+        detail += "; Triton's interpreter on cpu: correct, but timing not representative"
+    return {
+        **evidence(requested, replaced, bool(replaced) and bool(calls), detail),
+        "op_calls": calls,
+        "interpreted": interpreted,
+        "timing_representative": not interpreted,
+    }
+
+
+# --- observing layers during the evidence pass -----------------------------------------
+
+
+@contextlib.contextmanager
+def observe_layers(model: nn.Module) -> Iterator[dict[str, list[Any]]]:
+    """Record output dtypes of matmul/conv layers and the memory format of conv inputs."""
+    seen: dict[str, list[Any]] = {"output_dtypes": [], "conv_input_channels_last": []}
+
+    def on_forward(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        if isinstance(output, torch.Tensor):
+            seen["output_dtypes"].append(str(output.dtype).removeprefix("torch."))
+        if isinstance(module, nn.Conv2d) and inputs and isinstance(inputs[0], torch.Tensor):
+            x = inputs[0]
+            seen["conv_input_channels_last"].append(
+                x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+            )
+
+    handles = [
+        m.register_forward_hook(on_forward)
+        for m in model.modules()
+        if isinstance(m, AUTOCAST_LAYERS)
+    ]
+    try:
+        yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def amp_evidence(resolved: Resolved, seen: dict[str, list[Any]]) -> Evidence:
+    dtypes = sorted(set(seen["output_dtypes"]))
+    expected = resolved.amp_dtype or "float32"
+    if not dtypes:
+        return evidence(expected, dtypes, None, "no matmul/conv layers to observe")
+    ok = expected in dtypes if resolved.amp_dtype else dtypes == ["float32"]
+    return evidence(expected, dtypes, ok, f"matmul/conv output dtypes: {', '.join(dtypes)}")
+
+
+def channels_last_evidence(enabled: bool, seen: dict[str, list[Any]]) -> Evidence:
+    flags = seen["conv_input_channels_last"]
+    if not flags:
+        return evidence(enabled, None, None, "no Conv2d layers to observe")
+    share = sum(flags) / len(flags)
+    ok = share == 1.0 if enabled else True
+    return evidence(
+        enabled, round(share, 3), ok, f"{sum(flags)}/{len(flags)} conv inputs are channels_last"
+    )
+
+
+def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> Evidence:
+    """Count the live worker processes and check whether batches arrive pinned."""
+    if cfg.data.source != "loader":
+        return evidence({"num_workers": 0}, {"source": "memory"}, None, "no DataLoader")
+    workers = len(multiprocessing.active_children())
+    pinned = first_tensor(first_batch).is_pinned() if device == "cuda" else False
+    ok = workers == cfg.num_workers and (pinned == cfg.pin_memory or device != "cuda")
+    detail = f"{workers} live worker process(es); batches pinned: {pinned}"
+    return evidence(
+        {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory},
+        {"num_workers": workers, "pinned": pinned},
+        ok,
+        detail,
+    )
+
+
+def first_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        value = list(value.values())
+    return first_tensor(value[0])

@@ -1,0 +1,513 @@
+"""One trial: build the workload, apply the knobs, time it honestly, write the record.
+
+The order never changes: resolve settings -> build -> apply knobs -> first call timed
+apart -> warm-up -> timed block -> numerics probe -> evidence pass -> record. Only the
+user's step runs inside the timed window, plus the timer's marks, one clock reading per
+step for the time bound and one memory reading per sample (the leak flag's); the probe
+and the layer hooks of the evidence pass run after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from perflab.config.schema import PerflabConfig, TrialConfig
+from perflab.errors import ConfigError
+from perflab.isolation import output_to
+from perflab.measure import environment, knobs, memory, telemetry
+from perflab.measure.resolve import Resolved, resolve
+from perflab.measure.steps import (
+    INFER_PHASES,
+    TRAIN_PHASES,
+    Prepared,
+    call_model,
+    first_call,
+    make_step,
+    prepare,
+    run_block,
+    to_device,
+    warm_up,
+)
+from perflab.measure.timing import make_timer, split_marks
+from perflab.records import SAMPLE_BYTES, ErrorInfo, Probe, Samples, TrialRecord, write_record
+from perflab.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
+from perflab.trial_request import TrialLength, TrialRequest, now
+from perflab.workloads import check_factories, locate
+
+log = logging.getLogger(__name__)
+
+PROBE_SAMPLE_SIZE = 4096
+# allocation events kept for the snapshot: enough for a few steps of a large model
+MEMORY_HISTORY_ENTRIES = 100_000
+
+
+def _now() -> str:
+    return now()
+
+
+def measure(
+    cfg: PerflabConfig,
+    resolved: Resolved,
+    prep: Prepared,
+    record: TrialRecord,
+    length: TrialLength | None = None,
+    calibrating: bool = False,
+) -> None:
+    """First call, warm-up and the timed block; fills record.samples, evidence and the
+    memory reading after every timed sample (record.memory[SAMPLE_BYTES]).
+    ``length``: the timed steps and steps per sample fixed by an earlier trial of this
+    configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
+    this trial's length becomes the fixed one of its configuration)."""
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    tcfg, source = cfg.trial, prep.workload.batches
+    step = make_step(cfg, resolved, prep)
+    timer = make_timer(resolved.device, capacity=tcfg.max_steps * len(phases) + 1)
+
+    at_start = knobs.compile_counters()
+    first_ns, first_batch = first_call(step, prep, timer)
+    record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
+    fixed_group = length.steps_per_sample if length else None
+    warm = warm_up(step, source, timer, tcfg, resolved.device, fixed_group)
+    group = warm.steps_per_sample
+
+    before = knobs.compile_counters()
+    sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
+    with memory.SampleMemory(resolved.device) as per_sample:
+        block = run_block(
+            step,
+            source,
+            timer,
+            **_bounds(tcfg, length),
+            group=group,
+            phase_marks=group == 1,
+            after_sample=per_sample.read,
+        )
+    host, device = timer.collect()
+    if sampler is not None:
+        record.telemetry = sampler.stop()
+    after = knobs.compile_counters()
+    # beside the peak that _run adds: memory after each sample, the leak flag's evidence
+    record.memory[SAMPLE_BYTES] = per_sample.in_bytes()
+
+    times = split_marks(host, device, phases if group == 1 else ("step",), group)
+    record.samples = Samples(
+        steps_per_sample=times.steps_per_sample,
+        step_ns=times.step_ns,
+        phases_ns=times.phases_ns,
+        warmup_sample_ns=warm.sample_ns,
+        first_call_ns=first_ns,
+        timed_s=round(block.seconds, 6),
+        stop_reason="fixed_steps"
+        if length and block.stop_reason == "max_steps"
+        else block.stop_reason,
+        warmup_sample_steps=warm.sample_steps,
+        warmup_stop=warm.stop,
+        warmup_s=round(warm.seconds, 6),
+        length="fixed" if length else ("calibrating" if calibrating else "bounds"),
+        length_from_round=length.from_round if length else None,
+    )
+    record.warnings += _short_block(tcfg, length, block.steps)
+    if warm.stop == "cap":
+        record.warnings.append(
+            f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
+            "time was steady; the timed block may still be ramping"
+        )
+    record.evidence["compile"] = knobs.compile_evidence(resolved, at_start, before, after)
+    # Any capture inside the window means dynamo compiled (or recompiled) while timed;
+    # graphs counts how many new graphs it produced.
+    if after["frames_compiled"] > before["frames_compiled"]:
+        record.status = "invalid"
+        record.invalid_reason = (
+            f"torch.compile compiled inside the timed window ({after['graphs'] - before['graphs']}"
+            " new graph(s)); the step times include compilation"
+        )
+
+
+def _bounds(tcfg: TrialConfig, length: TrialLength | None) -> dict[str, Any]:
+    """The timed block's bounds: the fixed step count (trial.max_s still stops a trial
+    that runs far slower than the one that fixed it), or trial.min_*/max_*."""
+    if length is not None:
+        steps = length.timed_steps
+        return {"min_steps": steps, "max_steps": steps, "min_s": 0.0, "max_s": tcfg.max_s}
+    return {
+        "min_steps": tcfg.min_steps,
+        "max_steps": tcfg.max_steps,
+        "min_s": tcfg.min_s,
+        "max_s": tcfg.max_s,
+    }
+
+
+def _short_block(tcfg: TrialConfig, length: TrialLength | None, steps: int) -> list[str]:
+    if length is not None and steps < length.timed_steps:
+        return [
+            f"only {steps} of the {length.timed_steps} timed steps this configuration runs "
+            f"(fixed in round {length.from_round}): trial.max_s={tcfg.max_s} ran out first"
+        ]
+    if length is None and steps < tcfg.min_steps:
+        return [
+            f"only {steps} timed steps (trial.min_steps={tcfg.min_steps}): trial.max_s="
+            f"{tcfg.max_s} ran out first; raise trial.max_s for steps this slow"
+        ]
+    return []
+
+
+def _flatten_output(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    return knobs.first_tensor(out)
+
+
+def numerics_probe(
+    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, snapshot: dict[str, torch.Tensor]
+) -> Probe:
+    """Outputs, loss (and gradient norm in train mode) on the fixed probe batch, with the
+    initial seeded weights restored, under every knob of the variant."""
+    prep.model.load_state_dict(snapshot)  # copies in place: compiled graphs stay valid
+    x, y = prep.workload.probe
+    x, y = prep.input_fn(x), to_device(y, prep.device, False)
+    autocast = knobs.autocast(resolved)
+    grad_norm = None
+    if cfg.mode == "train":
+        assert prep.optimizer is not None
+        prep.optimizer.zero_grad(set_to_none=True)
+        with autocast:
+            out = call_model(prep.runner, x)
+            loss = prep.workload.loss_fn(out, y)
+        loss.backward()
+        grads = [p.grad.detach().double() for p in prep.model.parameters() if p.grad is not None]
+        grad_norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads))
+        prep.optimizer.zero_grad(set_to_none=True)
+    else:
+        with torch.inference_mode(), autocast:
+            out = call_model(prep.runner, x)
+            loss = prep.workload.loss_fn(out, y)
+    flat = _flatten_output(out).detach().reshape(-1)
+    stride = max(1, flat.numel() // PROBE_SAMPLE_SIZE)
+    return Probe(
+        batch_size=cfg.batch_size,
+        loss=float(loss.detach().float()),
+        output_shape=list(_flatten_output(out).shape),
+        output_dtype=str(flat.dtype).removeprefix("torch."),
+        output_norm=float(flat.double().norm()),
+        output_sample=[float(v) for v in flat[::stride][:PROBE_SAMPLE_SIZE].float().cpu()],
+        grad_norm=grad_norm,
+    )
+
+
+def evidence_pass(
+    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord
+) -> None:
+    """Run the eager model once with layer hooks to see what the knobs did to its layers.
+
+    Hooks on a compiled model would force a recompilation, so the pass uses the eager
+    module under the same autocast and memory format; compile has its own evidence.
+    """
+    x = prep.input_fn(prep.workload.probe[0])
+    with torch.no_grad(), knobs.observe_layers(prep.model) as seen, knobs.autocast(resolved):
+        call_model(prep.model, x)
+    record.evidence["amp"] = knobs.amp_evidence(resolved, seen)
+    record.evidence["channels_last"] = knobs.channels_last_evidence(cfg.channels_last, seen)
+
+
+def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
+    return {
+        "device": resolved.device,
+        "amp_dtype": resolved.amp_dtype,
+        "compile_mode": resolved.compile_mode,
+        "mode": cfg.mode,
+        "batch_size": cfg.batch_size,
+        "threads": cfg.threads,
+        "data_source": cfg.data.source,
+        "num_workers": cfg.num_workers,
+        "pin_memory": cfg.pin_memory,
+        "channels_last": cfg.channels_last,
+        "fused": cfg.fused,
+        "model": cfg.model._target_,
+    }
+
+
+def _user_code_importable(request: TrialRequest) -> None:
+    cwd = request.invocation.get("cwd")
+    if cwd and cwd not in sys.path:
+        sys.path.insert(0, cwd)  # the user's own factories live beside their command
+
+
+def check_settings(request: TrialRequest) -> list[str]:
+    """Resolve the config on this machine without running anything: raises ConfigError
+    for impossible settings (sizes that cannot fit among them) or factories that cannot
+    be imported or built with their arguments, returns the warnings for unwise ones."""
+    _user_code_importable(request)
+    warnings = resolve(request.config).warnings
+    for field_name, target in factory_fields(request.config).items():
+        _import_factory(field_name, target)
+    check_factories(request.config)
+    return warnings
+
+
+def factory_fields(cfg: PerflabConfig) -> dict[str, str]:
+    """The factories a config names, by field: the model's, and the dataset's if set."""
+    named = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
+    return {name: target for name, target in named.items() if target}
+
+
+# what a factory whose module ends the process on import is told to be instead
+IMPORTS_CLEANLY = "a factory whose module imports without ending the process"
+
+
+def _import_factory(field_name: str, target: str) -> None:
+    """Import a factory's module. sys.exit() there raises SystemExit, which no handler
+    below the process's own expects: it would end the check with a traceback."""
+    try:
+        locate(target)
+    except SystemExit as exc:
+        raise ConfigError(
+            field_name, target, IMPORTS_CLEANLY, f"{_exit_status(exc)} while importing it"
+        ) from None
+    except Exception:  # noqa: BLE001 - check_factories names the problem, as it always has
+        return
+
+
+def _exit_status(exc: SystemExit) -> str:
+    """As perflab.isolation.describe_exit says it of a process: sys.exit() and
+    sys.exit(None) exit 0, sys.exit("text") prints the text and exits 1."""
+    if exc.code is None or isinstance(exc.code, int):
+        return f"exited with code {exc.code or 0}"
+    return f"exited with code 1 ({exc.code})"
+
+
+def import_factory(job: tuple[TrialRequest, str]) -> None:
+    """Import one factory of a request, alone in its process: perflab.experiment.schedule.check_all
+    runs it for each factory after a check process died (os._exit, a signal), to name the
+    factory whose import ends the process."""
+    request, field_name = job
+    _user_code_importable(request)
+    locate(factory_fields(request.config)[field_name])
+
+
+def run_trial(request: TrialRequest) -> str:
+    """Run one trial in this process and write its record; return the record's status.
+
+    A ConfigError (an impossible setting on this machine) propagates before anything is
+    measured and no record is written; every other failure becomes a "failed" record.
+    What the trial prints (warnings, compiler output, the user's model) goes to its log
+    beside the record (perflab.isolation.log_beside), not to the console.
+    """
+    with output_to(log_beside(request.record_path)):
+        return _trial(request)
+
+
+def _trial(request: TrialRequest) -> str:
+    cfg = request.config
+    _user_code_importable(request)
+    record = TrialRecord(
+        status="ok",
+        config=request.config_dict,
+        settings={},
+        started_at=_now(),
+        finished_at="",
+        round=request.round,
+        choices=dict(request.choices),
+        load_start=environment.load_average(),
+    )
+    resolved = resolve(cfg)
+    record.settings = _settings(cfg, resolved)
+    record.warnings.extend(resolved.warnings)
+    # The probe and the evidence pass give the same answer in every round of a variant
+    # (same seed, same weights, same knobs) and cost about two steps: round 0 runs them,
+    # later rounds spend that time on measuring unless trial.checks_every_round is set.
+    checks = request.round == 0 or cfg.trial.checks_every_round
+    if request.settle:
+        record.environment["settle"] = dict(request.settle)
+    try:
+        _run(cfg, resolved, record, checks, request)
+    except ConfigError:
+        raise
+    except SystemExit as exc:  # sys.exit() in the user's code, e.g. importing the model
+        record.status = "failed"
+        message = f"the trial process {_exit_status(exc)}"
+        record.error = ErrorInfo("SystemExit", message, traceback.format_exc())
+        log.error("trial failed: %s", message)
+    except Exception as exc:  # noqa: BLE001 - every failure must become a record
+        record.status = "failed"
+        record.error = ErrorInfo(type(exc).__name__, str(exc), traceback.format_exc())
+        log.error("trial failed: %s: %s", type(exc).__name__, exc)
+    record.environment.update({**request.invocation, **environment.machine()})
+    record.load_end = environment.load_average()
+    record.finished_at = _now()
+    write_record(Path(request.record_path), record, parents=False)
+    return record.status
+
+
+# Every trial process is forked from the same server, so without this every trial of a
+# variant would get the same heap layout, decided by incidental bytes such as the length
+# of its record path. Layout alone moved the convnet step by up to 15 % here (a 5000-byte
+# longer request: 83 ms against 97 ms, four trials each), and a layout that sticks to a
+# variant is a bias no number of rounds removes: an A/A pair read 1.089x [1.071, 1.109].
+# A random-size allocation held for the whole trial gives each trial its own layout, so
+# layout becomes trial-to-trial noise that the confidence interval accounts for
+# (randomised layout, as in Curtsinger & Berger's Stabilizer, 2013).
+LAYOUT_PAD_MAX = 64 * 1024
+
+
+def randomize_layout() -> bytearray:
+    """Shift the trial's heap by a random amount; keep the result alive for the trial."""
+    return bytearray(random.SystemRandom().randrange(0, LAYOUT_PAD_MAX, 16))
+
+
+def _run(
+    cfg: PerflabConfig,
+    resolved: Resolved,
+    record: TrialRecord,
+    checks: bool,
+    request: TrialRequest,
+) -> None:
+    """Measure; with ``checks``, also the numerics probe and the layer-evidence pass."""
+    pad = randomize_layout()
+    record.environment["layout_pad_bytes"] = len(pad)
+    memory.reset_peak(resolved.device)
+    rss_at_start = memory.current_rss_bytes()
+    record.evidence["threads"] = knobs.apply_threads(cfg.threads)
+    knobs.apply_seed(cfg.seed)
+    record.evidence["matmul_precision"] = knobs.apply_matmul_precision(cfg.matmul_precision)
+    record.evidence["cudnn_benchmark"] = knobs.apply_cudnn_benchmark(
+        cfg.cudnn_benchmark, resolved.device
+    )
+    record.conditions = {**knobs.conditions(), "seed": cfg.seed}
+    prep = prepare(cfg, resolved)
+    snapshot = (
+        {k: v.detach().to("cpu", copy=True) for k, v in prep.model.state_dict().items()}
+        if checks
+        else {}
+    )
+    measure(cfg, resolved, prep, record, request.length, request.calibrating)
+    calibration = getattr(prep.model, "calibration", None)  # the spin model's, on CUDA
+    if calibration is not None:
+        record.environment["spin_calibration"] = {
+            "cycles_per_ns": calibration.cycles_per_ns,
+            "launches_timed": len(calibration.measured),
+        }
+    record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
+    record.memory.update(memory.peak_memory(resolved.device, rss_at_start))
+    if checks:
+        record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
+        record.probe = numerics_probe(cfg, resolved, prep, snapshot)
+        evidence_pass(cfg, resolved, prep, record)
+    del pad  # held until here on purpose
+
+
+def memory_by_phase(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> list[dict[str, Any]]:
+    """One more step, after the timed block, reading memory at the end of every phase."""
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    marks = memory.PhaseMemory(phases, resolved.device)
+    make_step(cfg, resolved, prep)(prep.workload.batches, marks)
+    return marks.rows
+
+
+def run_profile(request: TrialRequest) -> str:
+    """The profiling trial: build the variant like a timed trial, run its first call and
+    a few unprofiled steps (the overhead reference), then profile; write profile.json
+    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
+    Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
+    with output_to(log_beside(request.record_path)):
+        return _profile(request)
+
+
+def _profile(request: TrialRequest) -> str:
+    from perflab.profile import attribution
+    from perflab.profile import capture as profiling
+    from perflab.profile.profile_file import TOP_OPS
+
+    cfg = request.config
+    _user_code_importable(request)
+    resolved = resolve(cfg)
+    knobs.apply_threads(cfg.threads)
+    knobs.apply_seed(cfg.seed)
+    knobs.apply_matmul_precision(cfg.matmul_precision)
+    knobs.apply_cudnn_benchmark(cfg.cudnn_benchmark, resolved.device)
+    if resolved.compile_mode is not None:
+        # Inductor names its C++ kernels in the profiler only when asked before compiling.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
+    prep = prepare(cfg, resolved)
+    step = make_step(cfg, resolved, prep)
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    first_call(step, prep, make_timer(resolved.device, capacity=2))
+    unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
+    p = cfg.profiling
+    out = Path(request.record_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    snapshot = _start_memory_snapshot(p.memory_snapshot, resolved.device)
+    prof, profiled_s = profiling.profile_steps(
+        step,
+        prep.workload.batches,
+        phases,
+        resolved.device,
+        {"wait": p.wait, "warmup": p.warmup, "active": p.active},
+        p.shapes,
+        p.memory,
+        p.stacks,
+    )
+    trace = profiling.export_trace(prof, out.parent)
+    extras = {
+        "memory_snapshot": _finish_memory_snapshot(snapshot, out),
+        "host_annotations": attribution.host_table(trace, TOP_OPS),
+    }
+    stored = profiling.write_trace(trace, out.parent, int(p.max_trace_mb * 2**20))
+    reference = sorted(unprofiled)[1]
+    profiling.write_profile(
+        out,
+        variant={"choices": request.choices, "settings": _settings(cfg, resolved)},
+        device=resolved.device,
+        rows=profiling.op_rows(prof),
+        trace=stored,
+        profiled_steps=p.active,
+        busy=profiling.busy_time(list(prof.events())) if resolved.device != "cuda" else {},
+        extras=extras,
+        # on CUDA, every kernel counted once under the operator that launched it
+        device_side=(attribution.attribute(trace, TOP_OPS) if resolved.device == "cuda" else None),
+        overhead={
+            "unprofiled_step_s": reference,
+            "profiled_step_s": profiled_s,
+            "ratio": profiled_s / reference if reference else float("nan"),
+        },
+    )
+    return "ok"
+
+
+def _start_memory_snapshot(requested: bool, device: str) -> str | None:
+    """Start recording allocator history for a memory snapshot when asked and possible;
+    return why not otherwise."""
+    if not requested:
+        return "off (profiling.memory_snapshot=false)"
+    if device != "cuda":
+        return f"not available on {device}: the snapshot records the CUDA caching allocator"
+    torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
+    return None
+
+
+def _finish_memory_snapshot(not_started: str | None, out: Path) -> dict[str, Any]:
+    if not_started is not None:
+        return {"file": None, "note": not_started}
+    path = out.with_name(MEMORY_SNAPSHOT_FILE)
+    # A pickle, because that is the visualizer's format; perflab writes it, never loads it.
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return {"file": path.name, "note": "open it in https://pytorch.org/memory_viz"}
+
+
+def _wall_step(step: Any, prep: Prepared, device: str) -> float:
+    start = time.perf_counter()
+    step(prep.workload.batches, lambda: None)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start

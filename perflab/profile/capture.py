@@ -1,0 +1,280 @@
+"""The profiling pass: one separate, untimed trial per variant under torch.profiler.
+
+Profiling costs time (every op is recorded), so it never shares a process with a timed
+trial and its numbers never enter the statistics. The trial builds the variant exactly
+like a timed one, runs its first call, then steps under a profiler schedule (wait,
+warm-up, active), with a record_function range around every phase of the step. It
+writes a compressed Chrome/Perfetto trace and a JSON profile record with the operator
+table and the time per kernel family.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from perflab.atomic import replaced_whole
+from perflab.profile.families import OpRow, busy_summary, classify, family_times
+from perflab.profile.profile_file import PROFILE_SCHEMA_VERSION, TOP_OPS
+from perflab.records import write_json_atomic
+from perflab.sweepdir import TRACE_DIR, TRACE_FILE
+
+PHASE_PREFIX = "perflab/"
+
+
+def op_rows(prof: Any) -> list[OpRow]:
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        rows.append(
+            OpRow(
+                name=e.key,
+                family=classify(e.key),
+                calls=int(e.count),
+                self_cpu_us=float(e.self_cpu_time_total),
+                self_device_us=float(getattr(e, "self_device_time_total", 0.0) or 0.0),
+                self_cpu_memory_bytes=int(getattr(e, "self_cpu_memory_usage", 0) or 0),
+                input_shapes=str(e.input_shapes)[:200],
+                annotation=bool(getattr(e, "is_user_annotation", False))
+                or e.key.startswith("ProfilerStep"),
+            )
+        )
+    return rows
+
+
+class PhaseMarks:
+    """The ``mark`` the step closure calls at the end of each phase: it closes that
+    phase's record_function range and opens the next, so the trace shows the data, h2d,
+    forward, backward and optimizer phases of every step."""
+
+    def __init__(self, phases: tuple[str, ...]) -> None:
+        import torch
+
+        self._record = torch.profiler.record_function
+        self._phases = phases
+        self._i = 0
+        self._open: Any = None
+
+    def begin_step(self) -> None:
+        self._i = 0
+        self._enter()
+
+    def __call__(self) -> None:
+        self._open.__exit__(None, None, None)
+        self._i += 1
+        if self._i < len(self._phases):
+            self._enter()
+
+    def _enter(self) -> None:
+        self._open = self._record(PHASE_PREFIX + self._phases[self._i])
+        self._open.__enter__()
+
+
+def profile_steps(
+    step: Callable[[Iterator[Any], Callable[[], None]], None],
+    source: Iterator[Any],
+    phases: tuple[str, ...],
+    device: str,
+    schedule: dict[str, int],
+    shapes: bool,
+    memory: bool,
+    stacks: bool,
+) -> tuple[Any, float]:
+    """Run wait + warmup + active steps under the profiler; return the profiler and the
+    mean wall time of the active (recorded) steps, in seconds."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import schedule as make_schedule
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    marks = PhaseMarks(phases)
+    recorded: list[float] = []
+    first_active = schedule["wait"] + schedule["warmup"]
+    with (
+        _quiet_stderr(),
+        profile(
+            activities=activities,
+            schedule=make_schedule(**schedule, repeat=1),
+            record_shapes=shapes,
+            profile_memory=memory,
+            with_stack=stacks,
+        ) as prof,
+    ):
+        for i in range(first_active + schedule["active"]):
+            start = time.perf_counter()
+            marks.begin_step()
+            step(source, marks)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if i >= first_active:
+                recorded.append(time.perf_counter() - start)
+            prof.step()
+    return prof, sum(recorded) / len(recorded)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The profiler's C++ side prints a "USDT ... profiler_start/stop" line to stderr at
+    every start and stop (DESIGN.md); in a trial process nothing else writes there
+    meanwhile, so the lines are dropped instead of cluttering the sweep's output."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+# --- device busy and idle ---------------------------------------------------------------
+
+
+def _outermost_ops(events: list[Any]) -> list[Any]:
+    """ATen operators not nested in another ATen operator: their union is the time the
+    CPU spent inside operators rather than in Python and the framework."""
+
+    def nested(e: Any) -> bool:
+        parent = e.cpu_parent
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                return True
+            parent = parent.cpu_parent
+        return False
+
+    return [e for e in events if e.name.startswith("aten::") and not nested(e)]
+
+
+def busy_time(events: list[Any]) -> dict[str, Any]:
+    """On CPU: the share of the profiled steps (the ProfilerStep#N ranges, named
+    ProfilerStep* in the event list) spent inside outermost ATen operators. On CUDA
+    perflab.profile.attribution measures device busy time from the trace's kernels instead."""
+    windows = [
+        (e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep")
+    ]
+    spans = [(e.time_range.start, e.time_range.end) for e in _outermost_ops(events)]
+    return busy_summary(
+        spans, windows, "outermost ATen operators on the CPU (the rest is Python and framework)"
+    )
+
+
+# free space below which a failed trace export is taken for a full disk
+FULL_DISK_BYTES = 2**20
+
+
+def export_trace(prof: Any, profile_dir: Path) -> dict[str, Any]:
+    """The profiler's Chrome/Perfetto trace as a dict (exported through a scratch file
+    in profile_dir/trace/, which is removed)."""
+    directory = profile_dir / TRACE_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    raw = directory / "export.json"
+    try:
+        prof.export_chrome_trace(str(raw))
+        trace: dict[str, Any] = json.loads(raw.read_text())
+    except (OSError, ValueError) as exc:
+        # the exporter does not report a full disk: it leaves no file (FileNotFoundError
+        # here) or a truncated one; say what it was, so the sweep stops as for a full disk
+        if shutil.disk_usage(directory).free < FULL_DISK_BYTES:
+            raise OSError(errno.ENOSPC, f"no space left to export the trace ({exc})") from exc
+        raise
+    finally:
+        raw.unlink(missing_ok=True)
+    # HTA reads the rank from here; a single-process trial is rank 0
+    trace.setdefault("distributedInfo", {"rank": 0, "world_size": 1})
+    return trace
+
+
+def write_trace(trace: dict[str, Any], profile_dir: Path, max_bytes: int) -> dict[str, Any]:
+    """Write the trace gzipped into profile_dir/trace/ and keep it only within the size
+    bound; "trace" is its path relative to profile_dir."""
+    directory = profile_dir / TRACE_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    packed = gzip.compress(json.dumps(trace).encode(), compresslevel=6)
+    if len(packed) > max_bytes:
+        directory.rmdir()
+        return {
+            "trace": None,
+            "trace_bytes": len(packed),
+            "trace_note": f"trace of {len(packed)} bytes exceeds the {max_bytes}-byte "
+            "bound; lower profile.active or turn off shapes/stacks",
+        }
+    with replaced_whole(directory / TRACE_FILE) as tmp:
+        tmp.write_bytes(packed)
+    return {"trace": f"{TRACE_DIR}/{TRACE_FILE}", "trace_bytes": len(packed)}
+
+
+def write_profile(
+    path: Path,
+    *,
+    variant: dict[str, Any],
+    device: str,
+    rows: list[OpRow],
+    trace: dict[str, Any],
+    overhead: dict[str, float],
+    profiled_steps: int,
+    busy: dict[str, Any],
+    extras: dict[str, Any] | None = None,
+    device_side: dict[str, Any] | None = None,
+) -> None:
+    """profile.json. ``device_side`` (perflab.profile.attribution.attribute over the CUDA trace)
+    supplies the families, operators, kernels and busy time on CUDA; on CPU they come
+    from the operator table."""
+    work = [r for r in rows if r.family != "perflab phase" and not r.annotation]
+    if device_side is None:
+        tables: dict[str, Any] = {
+            "time_basis": "self CPU time",
+            "families_us": family_times(rows, device=False),
+            "top_ops": [r.__dict__ for r in sorted(work, key=lambda r: -r.self_cpu_us)][:TOP_OPS],
+            "busy": busy,
+        }
+    else:
+        tables = {
+            "time_basis": "device time of the kernels, copies and fills each operator launched",
+            **device_side,
+            "top_ops": [_with_cpu_columns(op, rows) for op in device_side["top_ops"]],
+        }
+    write_json_atomic(
+        path,
+        {
+            "schema_version": PROFILE_SCHEMA_VERSION,
+            "variant": variant,
+            "device": device,
+            # steps recorded (the schedule's active steps): per-step times divide by it
+            "profiled_steps": profiled_steps,
+            **tables,
+            "top_memory": [
+                r.__dict__
+                for r in sorted(rows, key=lambda r: -r.self_cpu_memory_bytes)
+                if r.self_cpu_memory_bytes > 0
+            ][:TOP_OPS],
+            "phases_us": {
+                r.name[len(PHASE_PREFIX) :]: r.self_cpu_us + 0.0
+                for r in rows
+                if r.family == "perflab phase"
+            },
+            **trace,
+            "overhead": overhead,
+            **(extras or {}),
+        },
+    )
+
+
+def _with_cpu_columns(op: dict[str, Any], rows: list[OpRow]) -> dict[str, Any]:
+    """A device operator row with the operator table's CPU columns (summed over input
+    shapes; the shapes of its costliest call)."""
+    same = sorted((r for r in rows if r.name == op["name"]), key=lambda r: -r.self_device_us)
+    return {
+        **op,
+        "self_cpu_us": sum(r.self_cpu_us for r in same),
+        "self_cpu_memory_bytes": sum(r.self_cpu_memory_bytes for r in same),
+        "input_shapes": same[0].input_shapes if same else "",
+    }

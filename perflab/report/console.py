@@ -1,0 +1,142 @@
+"""Console text for a single trial. Only the CLI prints it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
+from perflab.records import TrialRecord
+
+
+def fmt_ns(ns: float) -> str:
+    """A duration with a unit that keeps 3 significant digits readable."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def trial_summary(record: TrialRecord, path: Path) -> str:
+    s = record.settings
+    model = record.choices.get("model") or s.get("model", "?")
+    head = (
+        f"perflab: {model} {s.get('mode', '?')} on {s.get('device', '?')} "
+        f"({s.get('threads', '?')} thread(s)), batch {s.get('batch_size', '?')}, "
+        f"amp={s.get('amp_dtype') or 'off'}, compile={s.get('compile_mode') or 'off'}"
+    )
+    lines = [head]
+    if record.samples is not None:
+        t = summarize_trial(record)
+        lines += [
+            f"  step time   p50 {fmt_ns(t.p50_ns)}   p90 {fmt_ns(t.p90_ns)}   "
+            f"p99 {fmt_ns(t.p99_ns)}   ({t.steps} steps in {record.samples.timed_s:.2f} s)",
+            f"  throughput  {t.throughput:,.0f} samples/s",
+            f"  first call  {fmt_ns(t.first_call_ns)}   peak memory "
+            f"{fmt_bytes(t.peak_memory_bytes)} ({record.memory.get('kind', '?')})",
+            f"  warm-up     {record.samples.warmup_s:.2f} s, "
+            f"{sum(record.samples.warmup_sample_steps)} steps ({record.samples.warmup_stop})",
+        ]
+        if t.phase_median_ns:
+            phases = ", ".join(f"{k} {fmt_ns(v)}" for k, v in t.phase_median_ns.items())
+            lines.append(f"  phases (median): {phases}")
+    failed_evidence = [k for k, e in record.evidence.items() if e.get("ok") is False]
+    if failed_evidence:
+        lines.append(f"  knobs NOT in effect: {', '.join(failed_evidence)}")
+    for warning in record.warnings:
+        lines.append(f"  warning: {warning}")
+    if record.status != "ok":
+        why = record.invalid_reason or (record.error.message if record.error else "")
+        why = why.strip().splitlines()[0] if why.strip() else ""
+        lines.append(f"  status: {record.status.upper()}: {why}")
+    lines.append(f"  record: {path}")
+    return "\n".join(lines)
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.3f}x" if x < 10 else f"{x:.1f}x"
+
+
+def _ci(c: dict[str, Any]) -> str:
+    return f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+
+
+def _comparison_row(c: dict[str, Any]) -> list[str]:
+    if "speedup" not in c:
+        why = f"fewer than {MIN_PAIRED_ROUNDS} paired rounds"
+        return [c["variant"], c["baseline"], "-", "-", c["verdict"], why]
+    note = c.get("note", "")
+    if c["verdict"] == "INCONCLUSIVE" and not note:
+        more = c.get("rounds_to_decide")
+        note = f"~{more} rounds would likely decide" if more else "effect sits on the band edge"
+    if c.get("interval") not in (None, "t"):
+        why = {"trimmed": "outlier rounds", "carry-over model": "carry-over"}.get(c["interval"], "")
+        note = (note + "; " if note else "") + f"{c['interval']} interval ({why})"
+    if c.get("distribution_sensitive"):
+        note = (note + "; " if note else "") + "distribution-sensitive (robust CI disagrees)"
+    return [c["variant"], c["baseline"], _ratio(c["speedup"]), _ci(c), c["verdict"], note]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def experiment_table(summary: dict[str, Any]) -> str:
+    """The console view of summary.json: one line per comparison, then the sentinel."""
+    level = f"{summary['ci_level']:.0%}"
+    metric = {"latency": "median step time per trial", "throughput": "time per sample per trial"}[
+        summary["metric"]
+    ]
+    lines = [
+        f"perflab experiment: {summary['rounds']} rounds, stopped: {summary['stop_reason']} "
+        f"({summary['elapsed_s']:.0f} s); metric: {summary['metric']} ({metric}); "
+        f"speedup = baseline / variant; {level} CI; band +-{summary['delta']:.1%}"
+    ]
+    if summary.get("label"):
+        lines.append(f"  label: {summary['label']}")
+    for warning in summary["unreliable"]:
+        lines.append(f"  UNRELIABLE: {warning}")
+    header = ["variant", "baseline", "speedup", f"{level} CI", "verdict", ""]
+    rows = [_comparison_row(c) for c in summary["comparisons"]]
+    if rows:
+        lines += _table([header, *rows])
+    else:
+        lines.append("  no comparisons: no swept knob has a baseline in this sweep")
+    if summary.get("scaling"):
+        lines.append(f"  throughput by batch size ({level} CI over trials):")
+        rows = [
+            [
+                str(r["batch_size"]),
+                r["variant"],
+                f"{r['throughput']:,.0f}",
+                f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+            ]
+            for r in summary["scaling"]
+        ]
+        lines += _table([["batch_size", "variant", "samples/s", f"{level} CI"], *rows])
+    s = summary.get("sentinel")
+    if s:
+        lines.append(
+            f"  A/A sentinel: {_ratio(s['speedup'])} {_ci(s)} {s['verdict']}; "
+            f"noise floor +-{s['noise_floor']:.1%} (information: the band stays "
+            f"+-{summary['delta']:.1%})"
+        )
+    for note in summary.get("health", []):
+        lines.append(f"  health: {note}")
+    for v in summary["variants"]:
+        if v["failed"]:
+            first = next(iter(v["failed"].values()))
+            lines.append(f"  FAILED trials in {v['label']}: {len(v['failed'])} ({first})")
+        for flag in v["health"]:
+            lines.append(f"  health, {v['label']}: {flag}")
+    return "\n".join(lines)

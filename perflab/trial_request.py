@@ -1,0 +1,100 @@
+"""What a trial process is asked to do, and the parent's side of running it.
+
+Torch-free on purpose: the CLI, the launcher and a scale-out job only send requests to
+trial processes (which have torch preloaded by the fork server) and read records back,
+so they never pay the seconds of ``import torch`` themselves. The trial functions are
+named by path ("module:function") and resolved in the child.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from perflab.config.schema import PerflabConfig
+from perflab.records import ErrorInfo, TrialRecord, write_record
+
+# the functions a trial process runs, resolved there (perflab.isolation)
+RUN_TRIAL = "perflab.measure.trial:run_trial"
+RUN_PROFILE = "perflab.measure.trial:run_profile"
+CHECK_SETTINGS = "perflab.measure.trial:check_settings"
+
+
+@dataclass(frozen=True)
+class TrialLength:
+    """The timed block's length, fixed for every later trial of a configuration by its
+    first trial in the sweep, so that the trials of a variant never mix windows or
+    lengths (docs/experiments.md, "Trial length")."""
+
+    steps_per_sample: int
+    timed_steps: int
+    # the round of the trial that set it
+    from_round: int
+
+
+@dataclass
+class TrialRequest:
+    """Everything a trial process needs; plain data so it crosses the process boundary."""
+
+    config: PerflabConfig
+    # the composed config as a plain dict, stored in the record
+    config_dict: dict[str, Any]
+    record_path: str
+    # command line, working directory and git state of the CLI process
+    invocation: dict[str, Any] = field(default_factory=dict)
+    round: int = 0
+    # config group options chosen (Hydra's runtime.choices), for labels
+    choices: dict[str, str] = field(default_factory=dict)
+    # None: the timed block runs to trial.min_*/max_*; else the length fixed by an
+    # earlier trial of the same configuration
+    length: TrialLength | None = None
+    # in a sweep, whether this trial calibrates (fixes the length of the later ones)
+    calibrating: bool = False
+    # what happened just before the trial started (the settle wait), for its record
+    settle: dict[str, Any] = field(default_factory=dict)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecord:
+    """The record the parent writes for a trial process that died ("crashed") or hung
+    ("timeout") before it could write its own: a failure is never a lost result."""
+    stamp = now()
+    status = "timeout" if kind == "timeout" else "failed"
+    return TrialRecord(
+        status=status,
+        config=request.config_dict,
+        settings={},
+        started_at=stamp,
+        finished_at=stamp,
+        round=request.round,
+        choices=dict(request.choices),
+        error=ErrorInfo(status, message, ""),
+        environment=dict(request.invocation),
+    )
+
+
+def run_in_fresh_process(request: TrialRequest) -> Path:
+    """Run one trial in a fresh process and return its record's path. An impossible
+    setting raises PerflabError (nothing measured); a child that died or hung before
+    writing its record gets one from the parent, so a failure is never a lost result."""
+    from perflab.errors import DiskFull, PerflabError, no_space
+    from perflab.isolation import run_isolated
+
+    path = Path(request.record_path)
+    result = run_isolated(RUN_TRIAL, request, request.config.trial.timeout_s)
+    if result.kind == "config_error":
+        raise PerflabError(result.message)
+    if result.kind != "ok":
+        try:
+            record = failure_record(request, result.kind, result.message)
+            write_record(path, record, parents=False)  # never recreate a deleted sweep
+        except OSError as exc:
+            if no_space(exc):
+                raise DiskFull(f"no space left on the disk of {path.parent}") from exc
+            raise
+    return path
