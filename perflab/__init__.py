@@ -1,8 +1,10 @@
 """perflab: declarative, statistically honest A/B experiments for PyTorch optimizations.
 
-Data flows one way: config (perflab.config.schema) -> trial in a fresh process (perflab.measure.trial,
-perflab.isolation) -> JSON record (perflab.records) -> statistics (perflab.analysis.stats) ->
-console text (perflab.report.console). Importing this package imports no torch.
+The data flows down the sub-packages (docs/design.md#data-flow): config (what the
+experiment is) -> experiment (the sweep process: rounds of fresh trial processes) ->
+measure (one trial process: the timed step) -> records -> analysis (statistics, verdicts)
+-> report; profile holds the profiled pass and its evidence. Importing this package
+imports no torch.
 """
 
 __version__ = "0.1.0"

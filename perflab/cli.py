@@ -18,7 +18,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from perflab import exits as outcome
+from perflab import exits
 from perflab.config import compose
 from perflab.config.compose import check_overrides, one_line, register_configs, to_config
 from perflab.config.schema import PerflabConfig
@@ -26,6 +26,7 @@ from perflab.console_streams import guard_console
 from perflab.errors import OutputLost, PerflabError, printable
 from perflab.experiment.invocation import read_invocation
 from perflab.records import check_writable, load_record
+from perflab.sweepdir import single_run_record
 
 register_configs()
 
@@ -36,7 +37,7 @@ def run_single(
     """Run one trial in a fresh process; return its record path or raise."""
     from perflab.trial_request import TrialRequest, run_in_fresh_process
 
-    record_path = job_dir / "trials" / "000.json"
+    record_path = single_run_record(job_dir)
     request = TrialRequest(cfg, config_dict, str(record_path), read_invocation(), choices=choices)
     return run_in_fresh_process(request)
 
@@ -52,10 +53,10 @@ def _display_path(path: Path) -> Path:
 @hydra.main(version_base=None, config_path=compose.CONFIG_PATH, config_name="perflab")
 def _app(cfg: DictConfig) -> None:
     try:
-        with outcome.sigterm_interrupts():  # SIGTERM ends the run the way Ctrl-C does
+        with exits.sigterm_interrupts():  # SIGTERM ends the run the way Ctrl-C does
             _run_app(cfg)
     except PerflabError as exc:
-        outcome.report(outcome.EXIT_USAGE, f"error: {exc}")
+        exits.report(exits.EXIT_USAGE, f"error: {exc}")
 
 
 def _run_app(cfg: DictConfig) -> None:
@@ -70,7 +71,7 @@ def _run_app(cfg: DictConfig) -> None:
     record = load_record(record_path)
     print(trial_summary(record, _display_path(record_path)))
     if record.status != "ok":
-        outcome.report(outcome.EXIT_FAILED, f"trial {record.status}; see {record_path}")
+        exits.report(exits.EXIT_FAILED, f"trial {record.status}; see {record_path}")
 
 
 # errno values meaning "results cannot be written there": the user's output location
@@ -88,15 +89,15 @@ def main() -> None:
         _app()
     except OutputLost as exc:  # a single run's record could not be written
         print(f"perflab: stopped: {printable(str(exc))}", file=sys.stderr)
-        sys.exit(outcome.EXIT_OUTPUT_LOST)
+        sys.exit(exits.EXIT_OUTPUT_LOST)
     except KeyboardInterrupt:
         # A sweep writes its partial summary before letting the interrupt through.
         print("perflab: interrupted; finished trials and their records are kept", file=sys.stderr)
-        sys.exit(outcome.EXIT_INTERRUPTED)
+        sys.exit(exits.EXIT_INTERRUPTED)
     except (PerflabError, HydraException, OmegaConfBaseException) as exc:
         message = str(exc) if isinstance(exc, PerflabError) else one_line(exc)
         print(f"perflab: error: {printable(message)}", file=sys.stderr)
-        sys.exit(outcome.EXIT_USAGE)
+        sys.exit(exits.EXIT_USAGE)
     except OSError as exc:
         if exc.errno not in UNWRITABLE:
             raise
@@ -106,8 +107,8 @@ def main() -> None:
             "hydra.run.dir (single run) or hydra.sweep.dir (sweep) on a disk with space",
             file=sys.stderr,
         )
-        sys.exit(outcome.EXIT_USAGE)
-    worst = outcome.worst()
+        sys.exit(exits.EXIT_USAGE)
+    worst = exits.worst()
     if worst is not None:
         code, message = worst
         print(f"perflab: {printable(message)}", file=sys.stderr)

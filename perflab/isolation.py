@@ -4,8 +4,8 @@ A trial must not inherit another's compile caches, allocator state, autotune cho
 thread pools, so each runs in its own process. Spawning one costs ~1.2 s (it re-imports
 torch) and plain fork deadlocks once the parent ran a multi-threaded op (libgomp is not
 fork-safe); a fork server that imported torch, torch._dynamo and perflab once hands out
-clean children in ~20 ms (DESIGN.md). Without torch._dynamo preloaded, the first
-torch.optim call in a child costs ~1.1 s.
+clean children in ~20 ms (docs/design.md#fresh-processes). Without torch._dynamo
+preloaded, the first torch.optim call in a child costs ~1.1 s.
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from typing import Any
 
 from perflab.errors import ConfigError, DiskFull, no_space
 
-PRELOAD = ["torch", "torch._dynamo", "torch.optim", "hydra.utils", "perflab.measure.trial"]
+PRELOAD = [
+    "torch",
+    "torch._dynamo",
+    "torch.optim",
+    "hydra.utils",
+    "perflab.measure.trial",
+    "perflab.measure.profiled",
+]
 
 
 # A child ended by these was stopped by the user (Ctrl-C reaches the whole process group;

@@ -18,8 +18,8 @@ from perflab.records import ErrorInfo, TrialRecord, write_record
 
 # the functions a trial process runs, resolved there (perflab.isolation)
 RUN_TRIAL = "perflab.measure.trial:run_trial"
-RUN_PROFILE = "perflab.measure.trial:run_profile"
-CHECK_SETTINGS = "perflab.measure.trial:check_settings"
+RUN_PROFILE = "perflab.measure.profiled:run_profile"
+CHECK_SETTINGS = "perflab.measure.preflight:check_settings"
 
 
 @dataclass(frozen=True)

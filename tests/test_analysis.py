@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from sweeps import make_sweep
 
-from perflab.analysis.summary import analyze_dir, main
+from perflab.analysis.__main__ import main
+from perflab.analysis.summary import analyze_dir
 
 
 def test_reanalysis_is_bit_identical(tmp_path):
@@ -83,3 +84,212 @@ def test_h100_carry_over_is_estimated_from_the_order_of_the_trials():
     assert (row["after"], row["reference"]) == ("amp=true", "amp=off")
     assert row["low"] < 0 < row["high"] and row["p_adjusted"] > 0.01
     assert not [h for h in summary["health"] if h.startswith("carry-over")]
+
+
+# --- summary.json: the model (perflab.summary_file), its writer and its readers ----------
+
+
+def _carry_over(root: Path) -> None:
+    """A sweep whose trials run 15 % slower after the variant: the carry-over is flagged
+    and the comparisons keep their plain numbers under "unadjusted"."""
+    from datetime import datetime
+
+    from perflab.records import load_record, write_record
+
+    make_sweep(root, rounds=12)
+    records = sorted(
+        ((p, load_record(p)) for p in root.glob("*/trials/r*.json")),
+        key=lambda pr: datetime.fromisoformat(pr[1].started_at),
+    )
+    for (_, before), (path, record) in zip(records, records[1:], strict=False):
+        if before.config["amp"] == "bf16" and record.samples is not None:
+            record.samples.step_ns = [int(x * 1.15) for x in record.samples.step_ns]
+            write_record(path, record)
+
+
+def _other_shapes(root: Path) -> None:
+    """Outputs of another shape (numerics with a reason) and a variant whose every trial
+    failed (no measurements, a NO DATA comparison)."""
+    from perflab.records import load_record, write_record
+
+    make_sweep(root)
+    for path in sorted((root / "1" / "trials").glob("r*.json")):
+        record = load_record(path)
+        if record.probe is not None:  # a failed trial's probe still counts
+            record.probe.output_shape = [4, 1]
+        record.status, record.samples = "failed", None
+        write_record(path, record)
+
+
+SWEEPS = {
+    "plain": make_sweep,
+    "failed round": lambda root: make_sweep(root, fail_round=3),
+    "no data": lambda root: make_sweep(root, rounds=2),
+    "carry-over": _carry_over,
+    "other shapes": _other_shapes,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SWEEPS))
+def test_summary_json_round_trips_byte_for_byte(tmp_path, kind):
+    from perflab.analysis import summary as analysis
+    from perflab.analysis.summary import analyze, load_experiment, load_trials
+    from perflab.records import write_json_atomic
+    from perflab.summary_file import SUMMARY_SCHEMA_VERSION, load_summary, write_summary
+
+    SWEEPS[kind](tmp_path)
+    experiment = load_experiment(tmp_path)
+    trials = load_trials(tmp_path, experiment.plan)
+    summary = analyze(experiment, trials)
+    write_summary(tmp_path / "summary.json", summary)
+    assert load_summary(tmp_path / "summary.json") == summary
+    # the bytes perflab wrote before the model, from the analysis' own dict, plus the
+    # schema version in front
+    before = analysis.summary_json(experiment, trials)
+    del before["schema_version"]
+    write_json_atomic(tmp_path / "dict.json", {"schema_version": SUMMARY_SCHEMA_VERSION, **before})
+    assert (tmp_path / "summary.json").read_bytes() == (tmp_path / "dict.json").read_bytes()
+
+
+def test_the_round_trips_cover_every_optional_part(tmp_path):
+    from perflab.analysis.summary import analyze, load_experiment, load_trials
+
+    seen = set()
+    for kind, build in SWEEPS.items():
+        build(tmp_path / kind)
+        experiment = load_experiment(tmp_path / kind)
+        s = analyze(experiment, load_trials(tmp_path / kind, experiment.plan))
+        seen |= {f"verdict {c.verdict}" for c in s.comparisons}
+        seen |= {"unadjusted" for c in s.comparisons if c.unadjusted}
+        seen |= {"no measurements" for v in s.variants if v.measured is None}
+        seen |= {"failed" for v in s.variants if v.failed}
+        seen |= {"numerics reason" for c in s.comparisons if c.numerics and c.numerics.reason}
+        seen |= {"numerics values" for c in s.comparisons if c.numerics and c.numerics.cosine}
+    assert seen >= {
+        "verdict NO DATA",
+        "verdict FASTER",
+        "unadjusted",
+        "no measurements",
+        "failed",
+        "numerics reason",
+        "numerics values",
+    }
+
+
+def test_a_summary_json_without_schema_version_is_read_as_version_1(tmp_path):
+    from perflab.summary_file import load_summary
+
+    make_sweep(tmp_path)
+    written = analyze_dir(tmp_path)
+    unversioned = {k: v for k, v in written.items() if k != "schema_version"}
+    (tmp_path / "summary.json").write_text(json.dumps(unversioned))
+    # what perflab wrote until the model: the same file once written again
+    assert load_summary(tmp_path / "summary.json").to_dict() == written
+
+
+@pytest.mark.parametrize(
+    "sweep", ["amp_gpu_warmup0.5s", "amp_gpu_warmup3s", "main_command_quick", "compile_modes_quick"]
+)
+def test_h100_summaries_of_an_older_perflab_are_read(sweep):
+    from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary, load_summary
+
+    data = json.loads((H100 / sweep / "summary.json").read_text())
+    assert "schema_version" not in data and "delta_requested" in data  # perflab 7bade6a
+    summary = load_summary(H100 / sweep / "summary.json")
+    assert summary.schema_version == SUMMARY_SCHEMA_VERSION and summary.delta == data["delta"]
+    assert summary.health == [] and summary.carryover == [] and summary.edited_records == []
+    assert [c.verdict for c in summary.comparisons] == [c["verdict"] for c in data["comparisons"]]
+    for c, raw in zip(summary.comparisons, data["comparisons"], strict=True):
+        assert c.estimate is not None and c.estimate.interval == "t"  # the only one then
+        assert (c.estimate.t.speedup, c.estimate.t.ci_high) == (raw["speedup"], raw["ci_high"])
+        assert c.p_adjusted == raw["p_adjusted"] and c.numerics is not None
+    measured = [v.measured for v in summary.variants]
+    assert all(m is not None and m.warmup is None and m.trial_length is None for m in measured)
+    assert all(m is not None and m.telemetry and m.telemetry.available for m in measured)
+    assert summary.sentinel is not None
+    assert summary.sentinel.noise_floor == data["sentinel"]["noise_floor"]
+    assert Summary.from_dict(summary.to_dict()) == summary  # written again as version 2
+
+
+def test_a_newer_summary_json_is_refused_with_its_version(tmp_path):
+    from perflab.summary_file import SummaryError, load_summary
+
+    make_sweep(tmp_path)
+    newer = {**analyze_dir(tmp_path), "schema_version": 3}
+    (tmp_path / "summary.json").write_text(json.dumps(newer))
+    with pytest.raises(SummaryError) as refused:
+        load_summary(tmp_path / "summary.json")
+    assert str(refused.value) == (
+        f"{tmp_path / 'summary.json'}: schema_version=3 is not supported by this perflab "
+        "(reads 1, 2); upgrade perflab to read it"
+    )
+
+
+@pytest.mark.parametrize(
+    "spoil, problem",
+    [
+        (lambda s: s["comparisons"][0].pop("ci_low"), "comparisons[0].ci_low: missing"),
+        (
+            lambda s: s["variants"][1]["step_ns"].update(p50="fast"),
+            "variants[1].step_ns.p50='fast': not a finite number",
+        ),
+        (
+            lambda s: s["comparisons"][0]["t"].update(speedup=None),
+            "comparisons[0].t.speedup=None: not a finite number",
+        ),
+        (lambda s: s.update(rounds=8.5), "rounds=8.5: not an integer"),
+        (lambda s: s["sentinel"].update(extra=1), "sentinel.extra: not a known field"),
+        (
+            lambda s: s["variants"][0].update(failed=["0"]),
+            "variants[0].failed=['0']: not an object",
+        ),
+        (lambda s: s.pop("variants"), "variants: missing"),
+    ],
+)
+def test_a_bad_summary_json_names_the_field(tmp_path, spoil, problem):
+    from perflab.errors import RecordError
+    from perflab.summary_file import load_summary
+
+    make_sweep(tmp_path)
+    data = analyze_dir(tmp_path)
+    spoil(data)
+    (tmp_path / "summary.json").write_text(json.dumps(data))
+    with pytest.raises(RecordError) as refused:
+        load_summary(tmp_path / "summary.json")
+    assert str(refused.value) == f"{tmp_path / 'summary.json'}: {problem}"
+
+
+def test_an_unreadable_summary_json_is_refused(tmp_path):
+    from perflab.summary_file import SummaryError, load_summary
+
+    (tmp_path / "summary.json").write_text("[1, 2]")
+    with pytest.raises(SummaryError, match="not a perflab summary"):
+        load_summary(tmp_path / "summary.json")
+    (tmp_path / "summary.json").write_text("{trunc")
+    with pytest.raises(SummaryError, match="not a readable summary.json"):
+        load_summary(tmp_path / "summary.json")
+
+
+def test_the_summary_json_reference_names_every_field():
+    import dataclasses
+
+    from perflab import summary_file, summary_variants
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "experiments.md").read_text()
+    section = docs.split("## summary.json")[1].split("\n## ")[0]
+    models = [
+        getattr(module, name)
+        for module in (summary_file, summary_variants)
+        for name in dir(module)
+        if dataclasses.is_dataclass(getattr(module, name))
+        and getattr(module, name).__module__ == module.__name__
+    ]
+    assert len(models) == 19
+    missing = [
+        f"{model.__name__}.{f.name}"
+        for model in models
+        for f in dataclasses.fields(model)
+        # an inline part (an estimate, a variant's measurements) is keys, not a key
+        if "perflab.inline" not in f.metadata and f"`{f.name}`" not in section
+    ]
+    assert not missing

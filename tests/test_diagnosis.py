@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from perflab.profile.diagnosis import delta_breakdown, diagnose
+from perflab.summary_file import load_summary
+from perflab.summary_variants import Measured
+
+# what a real variant measured (an H100 sweep's summary.json, read in its old form): the
+# tests below change the step, its phases and the settings the diagnosis looks at
+H100 = Path(__file__).resolve().parent / "fixtures" / "h100" / "amp_gpu_warmup3s"
+MEASURED = load_summary(H100 / "summary.json").variants[0].measured
 
 
 def profile(families_us: dict[str, float], steps: int = 2, ops: list[str] = ()) -> dict:
@@ -27,17 +37,19 @@ def test_the_breakdown_sums_to_the_measured_difference():
     assert -sum(d["families_ms"].values()) + d["unexplained_ms"] == pytest.approx(5.5)
 
 
-def _variant(data_ms: float, forward: float, backward: float, **settings) -> dict:
+def _variant(data_ms: float, forward: float, backward: float, **settings) -> Measured:
+    assert MEASURED is not None
     step = data_ms + forward + backward
-    return {
-        "step_ns": {"p50": step * 1e6},
-        "phase_median_ns": {
+    return replace(
+        MEASURED,
+        step_ns=replace(MEASURED.step_ns, p50=step * 1e6),
+        phase_median_ns={
             "data": data_ms * 1e6,
             "forward": forward * 1e6,
             "backward": backward * 1e6,
         },
-        "settings": {"device": "cpu", **settings},
-    }
+        settings={"device": "cpu", **settings},
+    )
 
 
 def test_a_step_waiting_on_its_loader_is_input_bound_with_worker_hypothesis():

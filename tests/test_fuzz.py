@@ -36,8 +36,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from sweeps import make_sweep
 
-from perflab import cli
-from perflab import exits as outcome
+from perflab import cli, exits
 from perflab.config import schema as config
 from perflab.config import vocabulary
 from perflab.errors import ConfigError, PerflabError, format_value, printable
@@ -75,7 +74,7 @@ class Result:
 def _checked(request: Any) -> list[str]:
     """trial.check_settings, with a ConfigError turned into what the parent raises when
     a trial process reports one (request.run_in_fresh_process, schedule.check_all)."""
-    from perflab.measure.trial import check_settings
+    from perflab.measure.preflight import check_settings
 
     try:
         return check_settings(request)
@@ -86,7 +85,7 @@ def _checked(request: Any) -> list[str]:
 def _single_trial(
     cfg: config.PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: Any
 ) -> Path:
-    from perflab.measure.trial import TrialRequest
+    from perflab.trial_request import TrialRequest
 
     invocation = {"argv": list(sys.argv), "cwd": str(Path.cwd())}
     _checked(TrialRequest(cfg, config_dict, "", invocation, choices=choices))
@@ -115,7 +114,7 @@ def run_perflab(
         mp.setenv("HYDRA_FULL_ERROR", "1")
         mp.setattr(sys, "argv", ["perflab", *args])
         mp.setattr(sys, "path", list(sys.path))  # check_settings adds the working dir
-        mp.setattr(outcome, "_pending", [])
+        mp.setattr(exits, "_pending", [])
         mp.setattr(cli, "run_single", single_run)
         mp.setattr(launcher, "check_all", _sweep_checks)
         mp.setattr(launcher, "run_experiment", _measured)

@@ -18,9 +18,8 @@ from perflab.isolation import run_isolated
 from perflab.measure import memory
 from perflab.measure.steps import run_block
 from perflab.measure.timing import HostTimer
-from perflab.measure.trial import TrialRequest
 from perflab.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
-from perflab.trial_request import RUN_TRIAL
+from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 MIB = 2**20
 BASE = 400 * MIB  # about what a CPU trial's RSS holds as its timed block begins

@@ -13,7 +13,7 @@ import console_scripts
 import pytest
 
 from perflab.errors import ConfigError
-from perflab.measure.trial import check_settings
+from perflab.measure.preflight import check_settings
 from perflab.records import load_record
 from perflab.trial_request import TrialRequest
 

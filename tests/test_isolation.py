@@ -76,8 +76,9 @@ def test_the_processes_that_only_run_trials_never_import_torch():
     import sys
 
     code = (
-        "import sys, perflab.cli, perflab.experiment.launcher, perflab.experiment.scaleout, perflab.experiment.schedule, "
-        "perflab.experiment.resume, perflab.report.merge; print('torch' in sys.modules)"
+        "import sys, perflab.cli, perflab.experiment.launcher, perflab.experiment.scaleout, "
+        "perflab.experiment.schedule, perflab.experiment.resume, perflab.report.merge, "
+        "perflab.analysis.__main__; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -9,9 +9,10 @@ import pytest
 from tiny import TINY
 
 from perflab.isolation import run_isolated
-from perflab.measure.trial import TrialRequest, run_profile
+from perflab.measure.profiled import run_profile
 from perflab.profile.families import classify
 from perflab.profile.profile_file import load_profile
+from perflab.trial_request import TrialRequest
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from perflab.records import (
     load_record,
     write_record,
 )
+from perflab.summary_file import Summary
 
 
 def _record(round_: int = 0) -> TrialRecord:
@@ -157,7 +158,7 @@ def test_load_trials_skips_bad_records_and_a_round_that_is_not_its_files(tmp_pat
     for name in expected:
         assert err.count(f"perflab: warning: skipping {tmp_path / name}: ") == 1
     summary = analyze(Experiment.load(tmp_path), trials)  # and no crash
-    assert [v["trials"] for v in summary["variants"]] == [6, 7, 7]
+    assert [v.trials for v in summary.variants] == [6, 7, 7]
 
 
 def test_perflab_report_and_the_analysis_go_on_past_bad_records(tmp_path, capsys):
@@ -228,7 +229,7 @@ def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path
     )
     sched = ScheduleConfig(min_rounds=4, max_rounds=4, shuffle_seed=3)
 
-    def run(fake: _FakeTrials, previous: Experiment | None = None) -> dict[str, Any]:
+    def run(fake: _FakeTrials, previous: Experiment | None = None) -> Summary:
         monkeypatch.setattr(schedule, "run_one", fake)
         runs = {
             v.name: schedule.VariantRun(None, tmp_path / v.dir, v.source)  # type: ignore[arg-type]
@@ -245,7 +246,7 @@ def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path
     again = _FakeTrials()
     summary = run(again, Experiment.load(tmp_path))
     assert sorted(again.calls) == [("0", 2), ("0", 3), ("1", 1)]  # measured again
-    assert [v["trials"] for v in summary["variants"]] == [4, 4, 4]
+    assert [v.trials for v in summary.variants] == [4, 4, 4]
     assert load_record(tmp_path / "0" / "trials" / "r003.json").round == 3
 
 

@@ -17,7 +17,7 @@ from perflab.records import write_json_atomic
 from perflab.report import load, write_report
 from perflab.report.cli import GATES
 from perflab.report.markdown import esc
-from perflab.report.text import table
+from perflab.report.markdown_text import table
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report.md"
 PERFLAB_REPORT = command("perflab-report")
@@ -154,18 +154,23 @@ def test_reports_are_made_without_torch(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-def test_memory_section_shows_cuda_phases_and_gpu_telemetry():
+def test_memory_section_shows_cuda_phases_and_gpu_telemetry(tmp_path):
+    from dataclasses import replace
     from types import SimpleNamespace
 
-    from perflab.report.resources import resources_section
+    from perflab.analysis.summary import analyze_dir
+    from perflab.report.memory_section import resources_section
+    from perflab.summary_file import Summary
+    from perflab.summary_variants import Telemetry
 
-    variant = {
-        "name": "0",
-        "label": "amp=off",
-        "step_ns": {"p50": 1e6},
-        "peak_memory_bytes": 3 * 2**30,
-        "memory_kind": "cuda_allocator",
-        "memory_by_phase": [
+    make_sweep(tmp_path)
+    [variant, *_] = Summary.from_dict(analyze_dir(tmp_path)).variants
+    assert variant.measured is not None
+    measured = replace(
+        variant.measured,
+        peak_memory_bytes=3 * 2**30,
+        memory_kind="cuda_allocator",
+        memory_by_phase=[
             {
                 "phase": "forward",
                 "allocated_bytes": 2 * 2**30,
@@ -173,16 +178,18 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry():
                 "peak_allocated_bytes": 3 * 2**30,
             }
         ],
-        "telemetry": {
-            "available": True,
-            "device": "NVIDIA H100 80GB HBM3",
-            "util_pct_median": 98.0,
-            "clock_ratio_median": 0.99,
-            "temperature_c_max": 64.0,
-            "power_w_median": 612.0,
-        },
-    }
-    report = SimpleNamespace(summary={"variants": [variant]})
+        telemetry=Telemetry(
+            available=True,
+            device="NVIDIA H100 80GB HBM3",
+            trials=1,
+            util_pct_median=98.0,
+            clock_ratio_median=0.99,
+            temperature_c_max=64.0,
+            power_w_median=612.0,
+        ),
+    )
+    summary = SimpleNamespace(variants=[replace(variant, measured=measured)])
+    report = SimpleNamespace(summary=summary)
     text = "\n".join(resources_section(report))
     assert "| amp=off | 3,072.0 | 2,048.0 (3,072.0) | util 98 %, SM clock 99% of max" in text
     assert "NVIDIA H100 80GB HBM3" in text and "allocated MiB" in text

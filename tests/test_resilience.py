@@ -20,6 +20,7 @@ from perflab.errors import ConfigError
 from perflab.experiment import resume
 from perflab.isolation import run_isolated
 from perflab.records import MIN_FREE_BYTES, check_writable, load_record
+from perflab.summary_file import Summary
 from perflab.sweepdir import EXPERIMENT_FILE
 
 PERFLAB = console_scripts.command("perflab")
@@ -315,7 +316,7 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
     plan = build_plan(jobs, {}, sentinel=True)
     sched = ScheduleConfig(min_rounds=5, max_rounds=5, shuffle_seed=3)
 
-    def run(sweep: Path, fake: FakeTrials, previous=None) -> dict:
+    def run(sweep: Path, fake: FakeTrials, previous=None) -> Summary:
         monkeypatch.setattr(schedule, "run_one", fake)
         runs = {
             v.name: schedule.VariantRun(None, sweep / v.dir, v.source)  # type: ignore[arg-type]
@@ -324,17 +325,17 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
         return schedule.run_experiment(plan, runs, sched, sweep, lambda _: None, {"x": 1}, previous)
 
     whole = FakeTrials()
-    assert run(tmp_path / "whole", whole)["rounds"] == 5
+    assert run(tmp_path / "whole", whole).rounds == 5
     assert len(whole.calls) == 20 and len(set(whole.calls[:4])) == 4
     first = FakeTrials(interrupt_at=9)  # round 3, its second trial
     summary = run(tmp_path / "cut", first)
-    assert summary["stop_reason"] == "interrupted" and summary["rounds"] == 2
+    assert summary.stop_reason == "interrupted" and summary.rounds == 2
     assert first.calls == whole.calls[:9]
     previous = Experiment.load(tmp_path / "cut")
     second = FakeTrials()
     summary = run(tmp_path / "cut", second, previous)
     assert first.calls + second.calls == whole.calls  # the same order, nothing run twice
-    assert summary["rounds"] == 5 and [v["trials"] for v in summary["variants"]] == [5] * 4
+    assert summary.rounds == 5 and [v.trials for v in summary.variants] == [5] * 4
     experiment = Experiment.load(tmp_path / "cut")
     assert experiment.resumed[0]["at_round"] == 2 and experiment.resumed[0]["trials_kept"] == 9
     again = FakeTrials()

@@ -96,6 +96,35 @@ def test_merged_report_compares_step_times_on_equal_machines(tmp_path):
     assert {c["group"] for c in summary["comparisons"]} == {"model=a", "model=b"}
 
 
+def test_the_merged_summary_json_is_read_back_as_written(tmp_path):
+    from perflab.report.merge import load_groups, merged_summary
+    from perflab.summary_file import MergedSummary, load_merged_summary
+
+    _grouped(tmp_path, torch_b="2.13.0+cpu")
+    write_merged_report(tmp_path)
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert list(data) == [
+        "schema_version",
+        "groups",
+        "comparisons",
+        "unreliable",
+        "health",
+        "sentinels",
+        "skipped",
+        "edited_records",
+    ]
+    assert [list(c)[-1] for c in data["comparisons"]] == ["group", "group"]  # tagged last
+    merged = load_merged_summary(tmp_path / "summary.json")
+    assert merged == merged_summary(load_groups(tmp_path))
+    assert [(c.group, c.verdict) for c in merged.comparisons] == [
+        ("model=a", "FASTER"),
+        ("model=b", "FASTER"),
+    ]
+    # a merged summary.json of the perflab before the model (no schema_version) is read
+    del data["schema_version"]
+    assert MergedSummary.from_dict(data) == merged
+
+
 def test_report_cli_gates_over_every_group(tmp_path):
     _grouped(tmp_path, torch_b="2.13.0+cpu")
     result = subprocess.run(

@@ -13,6 +13,7 @@ import pytest
 from perflab.errors import ConfigError
 from perflab.measure import resolve as resolve_mod
 from perflab.measure import sizes
+from perflab.measure.preflight import check_settings
 from perflab.measure.sizes import (
     WORKER_BYTES,
     Machine,
@@ -21,7 +22,6 @@ from perflab.measure.sizes import (
     sample_bytes,
     size_limits,
 )
-from perflab.measure.trial import check_settings
 from perflab.trial_request import TrialRequest
 
 GIB = 2**30

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
+import warnings
 
 import pytest
 from scipy import stats as sps
 
 from perflab.analysis import stats
+from perflab.analysis.simulation import clopper_pearson
 
 
 def test_paired_effect_matches_a_paired_t_test_on_log_costs():
@@ -138,3 +141,142 @@ def test_rounds_to_narrow_scales_with_the_square_of_the_width():
     margin = math.log(1.05) - math.log(1.01)
     assert n == max(10, math.ceil(10 * (0.03 / margin) ** 2))
     assert stats.rounds_to_narrow(1.01, 0.99, 1.03, 10, 0.01) is None
+
+
+# --- the scipy calls against the formulas they replaced ---------------------------------
+# paired_effect, welch_effect and benjamini_hochberg call scipy; these reference versions
+# are the hand formulas stats.py used before, computed here with the statistics module
+# (correctly rounded sums) so that the two sides share no arithmetic but the t quantile.
+
+
+def _hand_t(mean: float, se: float, dof: float, level: float) -> tuple[float, float, float]:
+    half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
+    return math.exp(mean - half), math.exp(mean + half), float(2 * sps.t.sf(abs(mean) / se, dof))
+
+
+def _hand_paired(d: list[float], level: float) -> tuple[float, float, float]:
+    n = len(d)
+    return _hand_t(statistics.fmean(d), statistics.stdev(d) / math.sqrt(n), n - 1, level)
+
+
+def _hand_welch(base: list[float], var: list[float], level: float) -> tuple[float, float, float]:
+    a, b = [math.log(x) for x in base], [math.log(x) for x in var]
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return _hand_t(statistics.fmean(a) - statistics.fmean(b), math.sqrt(va + vb), df, level)
+
+
+def _hand_bh(p: list[float]) -> list[float]:
+    """Benjamini-Hochberg from its definition: the smallest p_(j) m / j over the sorted
+    p-values at or above p_i, capped at 1 (O(m^2), no running minimum)."""
+    s, m = sorted(p), len(p)
+    return [min([1.0] + [s[j] * m / (j + 1) for j in range(m) if s[j] >= x]) for x in p]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_paired_effect_matches_the_hand_t_interval(seed, level):
+    rng = random.Random(seed)
+    n = 2 + seed * 3  # 2 (one degree of freedom) to 35 rounds
+    d = [rng.gauss(0.03, 10 ** rng.uniform(-4, -0.5)) for _ in range(n)]
+    e = stats.paired_effect(d, level)
+    low, high, p = _hand_paired(d, level)
+    assert e.low == pytest.approx(low, rel=1e-12)
+    assert e.high == pytest.approx(high, rel=1e-12)
+    assert e.p_value == pytest.approx(p, rel=1e-12)
+    assert e.speedup == pytest.approx(math.exp(statistics.fmean(d)), rel=1e-14)
+    assert e.sd_log == pytest.approx(statistics.stdev(d), rel=1e-12)
+    assert (e.n, e.level) == (n, level)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_welch_effect_matches_the_hand_welch_interval(seed, level):
+    rng = random.Random(100 + seed)
+    na, nb = 2 + seed, 2 + (seed * 5) % 13  # unequal sizes, down to 2 and 2
+    base = [1e6 * math.exp(rng.gauss(0, 0.02)) for _ in range(na)]
+    var = [8e5 * math.exp(rng.gauss(0, 10 ** rng.uniform(-3, -1))) for _ in range(nb)]
+    e = stats.welch_effect(base, var, level)
+    low, high, p = _hand_welch(base, var, level)
+    assert e.low == pytest.approx(low, rel=1e-12)
+    assert e.high == pytest.approx(high, rel=1e-12)
+    assert e.p_value == pytest.approx(p, rel=1e-12)
+    assert e.n == min(na, nb)
+
+
+def test_intervals_without_spread_keep_their_collapsed_limit():
+    # scipy divides by a zero standard error here (p NaN at no effect); perflab reports
+    # the limit: p = 1 at no effect, 0 at an effect, and an interval of one point
+    for d, p in (([0.0, 0.0, 0.0, 0.0], 1.0), ([0.25, 0.25, 0.25], 0.0)):
+        e = stats.paired_effect(d)
+        assert (e.low, e.speedup, e.high, e.p_value, e.sd_log) == (
+            math.exp(d[0]),
+            math.exp(d[0]),
+            math.exp(d[0]),
+            p,
+            0.0,
+        )
+    same = stats.welch_effect([4.0, 4.0], [4.0, 4.0])
+    assert (same.low, same.high, same.p_value) == (1.0, 1.0, 1.0)
+    both = stats.welch_effect([5.0] * 3, [4.0] * 2)
+    assert both.low == both.high == pytest.approx(1.25) and both.p_value == 0.0
+
+
+def test_repeated_costs_give_no_precision_warning():
+    # the mean of [0.1] * 3 is not 0.1 in floating point: a standard error of ~1e-17
+    # that scipy warns about; the interval is still the point and is computed silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = stats.paired_effect([0.1] * 3)
+        w = stats.welch_effect([1e6] * 4, [8e5, 8.1e5, 7.9e5])
+    assert e.low == pytest.approx(math.exp(0.1)) == e.high
+    assert e.p_value < 1e-20
+    low, high, _ = _hand_welch([1e6] * 4, [8e5, 8.1e5, 7.9e5], 0.95)
+    assert (w.low, w.high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_benjamini_hochberg_matches_its_definition(seed):
+    rng = random.Random(seed)
+    m = 1 + seed * 2
+    p = [rng.random() ** rng.uniform(1, 6) for _ in range(m)]
+    if seed % 2:  # ties, exact ones and zeros, in any order
+        p[: m // 2] = [p[0]] * (m // 2)
+        p[-1], p[len(p) // 2] = 1.0, 0.0
+        rng.shuffle(p)
+    adjusted = stats.benjamini_hochberg(p)
+    assert adjusted == pytest.approx(_hand_bh(p), rel=1e-12, abs=1e-15)
+    assert all(type(x) is float for x in adjusted)
+
+
+def test_benjamini_hochberg_edges():
+    assert stats.benjamini_hochberg([]) == []
+    assert stats.benjamini_hochberg([0.3]) == [0.3]
+    assert stats.benjamini_hochberg([1.0, 1.0, 1.0]) == [1.0, 1.0, 1.0]
+    assert stats.benjamini_hochberg([0.02, 0.02, 0.9]) == pytest.approx([0.03, 0.03, 0.9])
+    with pytest.raises(ValueError):  # the old loop adjusted NaN into a number
+        stats.benjamini_hochberg([0.01, math.nan])
+
+
+@pytest.mark.parametrize("trials", [1, 2, 7, 40, 1000])
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_clopper_pearson_solves_its_defining_tail_equations(trials, level):
+    # each end is the rate at which the observed count is just in the alpha/2 tail;
+    # scipy's binomtest(...).proportion_ci(method="exact") solves these by root search
+    # and misses them by up to ~7e-9 (relative), the beta quantiles by ~2e-12
+    tail = (1 - level) / 2
+    for successes in sorted({0, 1, trials // 3, trials - 1, trials}):
+        low, high = clopper_pearson(successes, trials, level)
+        if successes == 0:
+            assert low == 0.0
+        else:
+            assert sps.binom.sf(successes - 1, trials, low) == pytest.approx(tail, rel=1e-10)
+        if successes == trials:
+            assert high == 1.0
+        else:
+            assert sps.binom.cdf(successes, trials, high) == pytest.approx(tail, rel=1e-10)
+        scipy_ci = sps.binomtest(successes, trials).proportion_ci(level, method="exact")
+        assert (low, high) == (
+            pytest.approx(scipy_ci.low, abs=1e-11),
+            pytest.approx(scipy_ci.high, abs=1e-11),
+        )

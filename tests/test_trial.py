@@ -11,9 +11,9 @@ from tiny import TINY
 from perflab.errors import ConfigError
 from perflab.isolation import run_isolated
 from perflab.measure.steps import INFER_PHASES, TRAIN_PHASES
-from perflab.measure.trial import TrialRequest, run_trial
+from perflab.measure.trial import run_trial
 from perflab.records import load_record
-from perflab.trial_request import RUN_TRIAL
+from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 
 def _run(tmp_path, cfg, name="000.json"):

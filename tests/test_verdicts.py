@@ -151,31 +151,41 @@ def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_num
 
 def test_the_console_table_prints_the_band_the_noise_floor_and_experiment_health():
     from perflab.report.console import experiment_table
+    from perflab.summary_file import Summary
 
     base, var = _costs([0.05, 0.06, 0.04, 0.05, 0.055])
     comparison = {
         "variant": "amp=true",
         "baseline": "amp=off",
+        "cell": {},
+        "metric": "latency",
+        "delta": 0.01,
+        "health": [],
+        "numerics": None,
         **analysis.compare(base, var, 0.95, 0.01),
     }
     sentinel = {**analysis.compare(*_costs([0.01, -0.02, 0.0, 0.015, -0.01]), 0.95, 0.01)}
     sentinel["noise_floor"] = 0.03
-    text = experiment_table(
-        {
-            "ci_level": 0.95,
-            "metric": "latency",
-            "rounds": 5,
-            "stop_reason": "max rounds",
-            "elapsed_s": 12.0,
-            "delta": 0.01,
-            "unreliable": [],
-            "comparisons": [comparison],
-            "sentinel": sentinel,
-            "variants": [],
-            "scaling": [],
-            "health": ["carry-over: trials that follow amp=off run +4.0% [+2.0%, +6.0%]"],
-        }
-    )
+    summary = {
+        "schema_version": 2,
+        "metric": "latency",
+        "ci_level": 0.95,
+        "delta": 0.01,
+        "label": "",
+        "rounds": 5,
+        "stop_reason": "max rounds",
+        "elapsed_s": 12.0,
+        "unreliable": [],
+        "health": ["carry-over: trials that follow amp=off run +4.0% [+2.0%, +6.0%]"],
+        "edited_records": [],
+        "exploratory": False,
+        "sentinel": sentinel,
+        "carryover": [],
+        "comparisons": [comparison],
+        "scaling": [],
+        "variants": [],
+    }
+    text = experiment_table(Summary.from_dict(analysis.finite(summary)))
     assert "band +-1.0%" in text and "FASTER" in text
     assert "noise floor +-3.0% (information: the band stays +-1.0%)" in text
     assert "  health: carry-over: trials that follow amp=off run +4.0%" in text

@@ -1,5 +1,5 @@
-"""perflab's Hydra launcher: a thin shell; the work is in perflab.experiment.launcher (imported lazily
-so Hydra's plugin scan does not import perflab and torch).
+"""perflab's Hydra launcher: a thin shell; the work is in perflab.experiment.launcher
+(imported lazily so Hydra's plugin scan does not import perflab and torch).
 
 No ``from __future__ import annotations`` here: Hydra's scan executes this module before
 registering it in sys.modules, and dataclasses cannot resolve string annotations then.

@@ -140,7 +140,7 @@ def growth(readings: Sequence[int], steps_per_sample: int) -> Growth | None:
 BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
 
 
-# Health thresholds (DESIGN.md, health flags): a median SM clock below 75 % of the
+# Health thresholds (docs/design.md#health-flags): a median SM clock below 75 % of the
 # GPU's maximum, or a slowdown reason in at least 10 % of the samples, is flagged.
 LOW_CLOCK_RATIO = 0.75
 THROTTLED_SHARE = 0.10

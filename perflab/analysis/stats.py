@@ -2,9 +2,9 @@
 
 The unit of analysis is the trial (one process), not the step: steps inside one process
 share allocator layout, autotune choices and clocks, so pooling them as independent
-samples gives confidence intervals far too narrow (DESIGN.md measured 22-72 % false
-verdicts in A/A simulations). Every estimate of an effect here is computed from one
-number per trial, paired by round.
+samples gives confidence intervals far too narrow (22-72 % false verdicts in A/A
+simulations: docs/design.md#statistics). Every estimate of an effect here is computed
+from one number per trial, paired by round.
 
 References: paired log-ratio and Student t (Kalibera & Jones, "Rigorous benchmarking in
 reasonable time", 2013); Hodges-Lehmann estimator with the Wilcoxon signed-rank interval
@@ -15,9 +15,11 @@ Benjamini-Hochberg (1995) adjustments. Level shifts inside a trial: perflab.anal
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -187,7 +189,8 @@ def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[f
 
 def _t_effect(mean: float, se: float, dof: float, level: float, n: int) -> Effect:
     """mean +- t(dof) * se on the log scale, exponentiated back to a speedup, with the
-    two-sided p-value of mean = 0."""
+    two-sided p-value of mean = 0. By hand where scipy has no such test (the one-sample
+    trimmed interval) or divides by a zero standard error (samples without spread)."""
     half = float(sps.t.ppf(0.5 + level / 2, dof)) * se
     p = float(2 * sps.t.sf(abs(mean) / se, dof)) if se > 0 else float(mean == 0)
     return Effect(
@@ -202,13 +205,45 @@ def _t_effect(mean: float, se: float, dof: float, level: float, n: int) -> Effec
     )
 
 
+def _t_test(test: Callable[..., Any], *samples: np.ndarray, **options: Any) -> Any:
+    """A scipy t-test without its "precision loss" warning: scipy gives it for a sample
+    whose values agree to ~15 digits (a repeated cost), where the interval is the same
+    collapsed one perflab's own formula always gave, silently."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        return test(*samples, **options)
+
+
+def _from_ttest(result: Any, mean: float, sd_log: float, level: float, n: int) -> Effect:
+    """An Effect from a scipy t-test result on the log scale: scipy's interval (estimate
+    + t quantile * its standard error) and p-value, exponentiated back to a speedup."""
+    ci = result.confidence_interval(level)
+    return Effect(
+        math.exp(mean),
+        math.exp(float(ci.low)),
+        math.exp(float(ci.high)),
+        level,
+        n,
+        mean,
+        sd_log,
+        float(result.pvalue),
+    )
+
+
 def paired_effect(d: Sequence[float], level: float = 0.95) -> Effect:
-    """Student t interval on the mean log-ratio, exponentiated back to a speedup."""
+    """Student t interval on the mean log-ratio (scipy's one-sample t-test of mean 0, the
+    paired t-test on log costs), exponentiated back to a speedup."""
     n = len(d)
     if n < 2:
         raise ValueError("a paired interval needs at least 2 rounds")
     x = np.asarray(d, dtype=np.float64)
-    return _t_effect(float(x.mean()), float(x.std(ddof=1)) / math.sqrt(n), n - 1, level, n)
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    if not sd > 0:
+        # identical log-ratios: scipy's statistic divides by zero, and its p-value is NaN
+        # when they are all 0; the collapsed interval with p = 1 (0 when they are not 0)
+        # is the limit perflab has always reported
+        return _t_effect(mean, sd / math.sqrt(n), n - 1, level, n)
+    return _from_ttest(_t_test(sps.ttest_1samp, x, popmean=0.0), mean, sd, level, n)
 
 
 @lru_cache(maxsize=256)
@@ -224,7 +259,8 @@ def _signed_rank_cdf(n: int) -> tuple[float, ...]:
 
 def _signed_rank_critical(n: int, alpha: float) -> int:
     """The largest k with P(W+ < k) <= alpha/2: the k-th smallest and k-th largest Walsh
-    averages bound a (1 - alpha) interval. Exact up to n = 60, normal beyond."""
+    averages bound a (1 - alpha) interval. Exact up to n = 60, normal beyond. By hand:
+    scipy.stats.wilcoxon gives p-values, but neither this interval nor its critical value."""
     if n <= 60:
         cdf = _signed_rank_cdf(n)
         k = 0
@@ -261,7 +297,8 @@ TRIM = 0.2
 def trimmed_effect(d: Sequence[float], level: float = 0.95, trim: float = TRIM) -> Effect:
     """Tukey-McLaughlin interval on the trimmed mean of the log-ratios (the one-sample
     form of Yuen's test): standard error from the winsorized spread, t with n - 2g - 1
-    degrees of freedom, exponentiated back to a speedup."""
+    degrees of freedom, exponentiated back to a speedup. By hand: scipy's Yuen test
+    (ttest_ind(trim=...)) is for two independent samples only."""
     x = np.sort(np.asarray(d, dtype=np.float64))
     n = len(x)
     g = int(math.floor(trim * n))
@@ -276,10 +313,16 @@ def trimmed_effect(d: Sequence[float], level: float = 0.95, trim: float = TRIM) 
 def welch_effect(base: Sequence[float], variant: Sequence[float], level: float = 0.95) -> Effect:
     """Unpaired fallback: Welch's t interval on log trial costs (rounds not matched)."""
     a, b = np.log(np.asarray(base, np.float64)), np.log(np.asarray(variant, np.float64))
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    mean, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if se > 0 else 1.0
-    return _t_effect(mean, se, df, level, min(len(a), len(b)))
+    n, mean = min(len(a), len(b)), float(a.mean() - b.mean())
+    # only Effect.sd_log and the degenerate case need the standard error: the interval,
+    # Welch-Satterthwaite degrees of freedom and p-value are scipy's
+    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    if not se > 0:
+        # both samples constant (or one of one trial: NaN): scipy gives a NaN p-value where
+        # the means agree; keep perflab's long-standing limit, as paired_effect does
+        return _t_effect(mean, se, 1.0, level, n)
+    welch = _t_test(sps.ttest_ind, a, b, equal_var=False)
+    return _from_ttest(welch, mean, se * math.sqrt(n), level, n)
 
 
 # The stopping rule judges precision with this upper confidence bound on the spread of
@@ -374,7 +417,8 @@ def rounds_to_narrow(speedup: float, low: float, high: float, n: int, delta: flo
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error control)."""
+    """Holm's step-down adjusted p-values (family-wise error control). By hand: scipy
+    has Benjamini-Hochberg/Yekutieli (false_discovery_control) but no Holm."""
     m = len(p_values)
     order = sorted(range(m), key=lambda i: p_values[i])
     adjusted = [0.0] * m
@@ -386,15 +430,10 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (false discovery rate control)."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
-    adjusted = [0.0] * m
-    running = 1.0
-    for rank, i in enumerate(order):
-        running = min(running, p_values[i] * m / (m - rank))
-        adjusted[i] = running
-    return adjusted
+    """Benjamini-Hochberg adjusted p-values (false discovery rate control): scipy's
+    step-up min(1, min over j >= rank of p_(j) m / j). It refuses p-values outside [0, 1],
+    NaN included, which the hand loop used to adjust silently."""
+    return [float(p) for p in sps.false_discovery_control(np.asarray(p_values, np.float64))]
 
 
 # --- variance ----------------------------------------------------------------------------

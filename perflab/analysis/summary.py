@@ -25,6 +25,7 @@ from perflab.analysis.variants import variant_summary
 from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import RecordError
 from perflab.records import TrialRecord, load_record
+from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary
 from perflab.sweepdir import EXPERIMENT_FILE
 
 # Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
@@ -227,8 +228,17 @@ def _companions(
     return out
 
 
-def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -> dict[str, Any]:
-    """The summary of an experiment, as written to summary.json."""
+def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -> Summary:
+    """The summary of an experiment (summary.json: Summary.to_dict). Computed as JSON
+    values, the way perflab.analysis.simulation computes its comparisons too, then read
+    into the model as a file would be: a value the model does not allow fails here."""
+    return Summary.from_dict(summary_json(experiment, trials))
+
+
+def summary_json(
+    experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]
+) -> dict[str, Any]:
+    """summary.json's object as the analysis computes it, before the model reads it."""
     plan, sched = experiment.plan, experiment.schedule
     metric, level, delta = sched["metric"], sched["confidence"], sched["delta"]
     cost = {name: costs(t, metric) for name, t in trials.items()}
@@ -271,6 +281,7 @@ def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -
     health += carryover.findings(plan, carry)
     return finite(
         {
+            "schema_version": SUMMARY_SCHEMA_VERSION,
             "metric": metric,
             "ci_level": level,
             "delta": delta,
@@ -438,8 +449,10 @@ def _numerics(base: dict[int, TrialRecord], var: dict[int, TrialRecord]) -> dict
 
 
 def analyze_dir(sweep_dir: Path) -> dict[str, Any]:
+    """summary.json of a sweep directory, recomputed from its records: the JSON object
+    (Summary.to_dict), as a file written now would hold it."""
     experiment = Experiment.load(sweep_dir)
-    return analyze(experiment, load_trials(sweep_dir, experiment.plan))
+    return analyze(experiment, load_trials(sweep_dir, experiment.plan)).to_dict()
 
 
 # what analyze and the report read from experiment.json's schedule

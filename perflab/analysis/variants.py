@@ -1,5 +1,6 @@
 """One variant's summary: step-time percentiles, phases, memory, GPU telemetry, failures
-and health flags, from its trial records (a part of summary.json, see perflab.analysis.summary)."""
+and health flags, from its trial records (a part of summary.json, see
+perflab.analysis.summary; its model is perflab.summary_variants.VariantSummary)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from perflab.analysis.health import leak_flag, stall_flag, telemetry_flags
 from perflab.config.plan import Variant
 from perflab.records import Samples, TrialRecord
 
-# IQR/median of a trial's steps above these: noisy, then grossly noisy (DESIGN.md)
+# IQR/median of a trial's steps above these: noisy, then grossly noisy
+# (docs/design.md#health-flags)
 NOISE_WARN, NOISE_GROSS = 0.10, 0.25
 
 

@@ -13,6 +13,7 @@ can be re-run from the records alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,11 +118,19 @@ def swept_keys(jobs: list[Job]) -> list[str]:
 
 
 def _label(values: dict[str, Any], keys: list[str]) -> str:
-    return " ".join(f"{k}={_fmt(values.get(k))}" for k in keys) or "baseline"
+    return assignments(values, keys) or "baseline"
 
 
-def _fmt(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A swept value as an override writes it (booleans lowercase: amp=true)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def assignments(values: dict[str, Any], keys: Iterable[str] | None = None) -> str:
+    """``KEY=VALUE KEY=VALUE``: the overrides that make ``values`` (those of ``keys``,
+    in their order, when given), as the report, the console and group names show them."""
+    chosen = values if keys is None else {k: values.get(k) for k in keys}
+    return " ".join(f"{k}={value_text(v)}" for k, v in chosen.items())
 
 
 def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Plan:
@@ -150,12 +159,12 @@ def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Pla
         cell_id = repr([job.values.get(k) for k in cell_keys])
         base = baselines.get(cell_id)
         if base is None and treatments:
-            missing = " ".join(f"{k}={_fmt(v)}" for k, v in treatments.items())
-            where = " ".join(f"{k}={_fmt(job.values.get(k))}" for k in cell_keys) or "the sweep"
+            missing = assignments(treatments)
+            where = assignments(job.values, cell_keys) or "the sweep"
             raise PerflabError(
                 f"no baseline for {where}: the sweep has no variant with {missing} there; "
                 f"add the baseline values to the sweep (e.g. {next(iter(treatments))}="
-                f"{_fmt(next(iter(treatments.values())))},...)"
+                f"{value_text(next(iter(treatments.values())))},...)"
             )
         variants.append(
             Variant(

@@ -204,7 +204,8 @@ class ScheduleConfig:
     """How a sweep (perflab -m ...) is run as an interleaved experiment."""
 
     # every round runs one trial of every variant, in a freshly shuffled order; fewer
-    # than 10 rounds made the t interval measurably anti-conservative (DESIGN.md)
+    # than 10 rounds made the t interval measurably anti-conservative
+    # (docs/design.md#statistics)
     min_rounds: int = 10
     max_rounds: int = 30
     # stop once every comparison's CI half-width (relative, 0.02 = +-2 %) is this small

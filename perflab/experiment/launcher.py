@@ -23,7 +23,7 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from perflab import exits as outcome
+from perflab import exits
 from perflab.config.plan import Job, build_plan, override_key
 from perflab.config.schema import PerflabConfig
 from perflab.console_streams import copy_console_to
@@ -32,6 +32,7 @@ from perflab.experiment import resume
 from perflab.experiment.invocation import read_invocation
 from perflab.experiment.schedule import check_all, make_runs, run_experiment, run_profiles
 from perflab.records import check_writable
+from perflab.summary_file import Summary
 from perflab.sweepdir import CHECK_LOG, CONSOLE_LOG, SWEEP_MARKERS, SweepLock, check_output_dir
 
 FIELD = "hydra.sweep.dir"
@@ -112,10 +113,10 @@ def launch(
     # after a dropped SSH session
     copy_console_to(sweep_dir / CONSOLE_LOG)
     try:
-        with outcome.sigterm_interrupts():  # SIGTERM, SIGHUP stop a sweep as Ctrl-C does
+        with exits.sigterm_interrupts():  # SIGTERM, SIGHUP stop a sweep as Ctrl-C does
             return _launch(context, config, job_overrides, initial_job_idx)
     except OutputLost as exc:
-        outcome.report(outcome.EXIT_OUTPUT_LOST, _output_lost(sweep_dir, exc))
+        exits.report(exits.EXIT_OUTPUT_LOST, _output_lost(sweep_dir, exc))
         return []
 
 
@@ -189,9 +190,9 @@ def _launch(
         summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
     except OutputLost as exc:
         if exc.summary is not None:
-            print(experiment_table(exc.summary))
+            print(experiment_table(Summary.from_dict(exc.summary)))
         raise
-    interrupted = summary["stop_reason"] == "interrupted"
+    interrupted = summary.stop_reason == "interrupted"
     if first.profile and not interrupted:
         try:
             run_profiles(plan, runs, print)
@@ -206,18 +207,18 @@ def _launch(
         )
     print(experiment_table(summary))
     _write_reports(sweep_dir, summary, first.report.dir)
-    failed = [v["label"] for v in summary["variants"] if v["failed"]]
+    failed = [v.label for v in summary.variants if v.failed]
     if failed:
-        outcome.report(
-            outcome.EXIT_FAILED,
+        exits.report(
+            exits.EXIT_FAILED,
             f"trials failed in: {'; '.join(failed)}; see {sweep_dir / 'summary.json'}",
         )
     if interrupted:
-        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+        exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
     return [_variant_return(j, summary) for j in jobs]
 
 
-def _write_reports(sweep_dir: Path, summary: dict[str, Any], published: str | None) -> None:
+def _write_reports(sweep_dir: Path, summary: Summary, published: str | None) -> None:
     from perflab.report import load, write_report
 
     try:
@@ -297,8 +298,8 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
     lost = [r["key"] for r in results if r.get("state") == "failed"]
     failed = [f"{r['key']}: {label}" for r in results for label in r.get("failed", [])]
     if lost or failed:
-        outcome.report(
-            outcome.EXIT_FAILED,
+        exits.report(
+            exits.EXIT_FAILED,
             "; ".join(
                 ([f"group jobs failed: {', '.join(lost)}"] if lost else [])
                 + ([f"trials failed in: {'; '.join(failed)}"] if failed else [])
@@ -306,7 +307,7 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
             + f"; see {sweep_dir / 'groups.json'}",
         )
     if interrupted:
-        outcome.report(outcome.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+        exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
     by_key = {r["key"]: r for r in results}
     return [_job_return(j, by_key) for j in jobs]
 
@@ -323,9 +324,9 @@ def _choices(job: ComposedJob) -> dict[str, str]:
     }
 
 
-def _variant_return(job: ComposedJob, summary: dict[str, Any]) -> JobReturn:
-    variant = next(v for v in summary["variants"] if v["name"] == str(job.num))
-    return _job_return(job, variant)
+def _variant_return(job: ComposedJob, summary: Summary) -> JobReturn:
+    """The job's return value: its variant's summary (perflab.summary_variants)."""
+    return _job_return(job, summary.variant(str(job.num)))
 
 
 def _job_return(job: ComposedJob, value: Any) -> JobReturn:

@@ -29,7 +29,7 @@ from perflab.config.plan import Plan
 from perflab.config.schema import without_keys
 from perflab.errors import ConfigError
 from perflab.experiment import codeprint
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.sweepdir import EXPERIMENT_FILE, trial_records
 
 # Config keys that may differ between the sessions of one experiment, and why: they
 # decide when the experiment stops (raise max_rounds or time_budget_s to extend a finished
@@ -64,7 +64,8 @@ SHOWN_DIFFERENCES = 4
 
 def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) -> dict[str, Any]:
     """What a later session must match: each job's composed config (MAY_CHANGE removed),
-    the machine identity and the code. ``invocation`` is perflab.experiment.invocation.read_invocation()."""
+    the machine identity and the code. ``invocation`` is
+    perflab.experiment.invocation.read_invocation()."""
     targets = [t for cfg in configs.values() for t in codeprint.factories(cfg)]
     fp = {
         "configs": {name: _measured(cfg) for name, cfg in sorted(configs.items())},
@@ -107,9 +108,7 @@ def previous(sweep_dir: Path, plan: Plan, fp: dict[str, Any]) -> Experiment | No
     None for a new directory; ConfigError (exit 2) for anything else."""
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / EXPERIMENT_FILE).exists():
-        stray = sorted(
-            p for v in plan.variants for p in (sweep_dir / v.dir / "trials").glob("r*.json")
-        )
+        stray = [p for v in plan.variants for p in trial_records(sweep_dir / v.dir)]
         if stray:
             raise ConfigError(
                 FIELD,

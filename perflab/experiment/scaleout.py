@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.config.plan import BUILTIN_TREATMENTS, Job, Plan, swept_keys
+from perflab.config.plan import BUILTIN_TREATMENTS, Job, Plan, assignments, swept_keys
 from perflab.config.schema import PerflabConfig, ScaleOutConfig, ScheduleConfig
 from perflab.errors import ConfigError
 from perflab.records import write_json_atomic
@@ -89,13 +89,9 @@ def split(jobs: list[Job], group_by: list[str]) -> list[Group]:
     """The jobs of each combination of group_by values, in command-line order."""
     groups: dict[str, list[Job]] = {}
     for job in jobs:
-        key = " ".join(f"{k}={_fmt(job.values.get(k))}" for k in group_by)
+        key = assignments(job.values, group_by)
         groups.setdefault(key, []).append(job)
     return [Group(key, members) for key, members in groups.items()]
-
-
-def _fmt(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def run_group(task: GroupTask) -> dict[str, Any]:
@@ -104,7 +100,7 @@ def run_group(task: GroupTask) -> dict[str, Any]:
     SIGTERM (how SLURM stops a job) keeps the finished trials and writes the report."""
     import socket
 
-    from perflab import exits as outcome
+    from perflab import exits
     from perflab.experiment import resume
     from perflab.experiment.schedule import check_all, run_experiment, run_profiles
     from perflab.report import load, write_report
@@ -117,12 +113,12 @@ def run_group(task: GroupTask) -> dict[str, Any]:
     if task.check:
         for warning in sorted({w for ws in check_all(task.runs).values() for w in ws}):
             say(f"warning: {warning}")
-    with outcome.sigterm_interrupts():
+    with exits.sigterm_interrupts():
         summary = run_experiment(
             task.plan, task.runs, task.schedule, sweep_dir, say, fingerprint, previous
         )
         experiment_s = time.monotonic() - start
-        stop = summary["stop_reason"]
+        stop = summary.stop_reason
         if task.profile and stop != "interrupted":
             try:
                 run_profiles(task.plan, task.runs, say)
@@ -135,7 +131,7 @@ def run_group(task: GroupTask) -> dict[str, Any]:
         "dir": sweep_dir.name,
         "hostname": socket.gethostname(),
         "stop_reason": stop,
-        "failed": [v["label"] for v in summary["variants"] if v["failed"]],
+        "failed": [v.label for v in summary.variants if v.failed],
         "report": str(report.relative_to(sweep_dir)),
         "seconds": round(time.monotonic() - start, 3),
         "phases_s": {

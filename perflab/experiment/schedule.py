@@ -1,12 +1,13 @@
 """Run an experiment: rounds of freshly shuffled variants, one isolated trial each.
 
 Randomised interleaving is what keeps drift from reading as an effect: running all of A
-then all of B turned a 0.2 %-per-trial drift into ~94 % false verdicts in DESIGN.md's
-simulations, interleaving kept them near 5 %. Each round runs every variant once, in a
-new random order; after ``min_rounds`` the run stops as soon as every comparison's CI
-half-width reaches the target, or at ``max_rounds``, or when the time budget would be
-exceeded by another round. An interrupted experiment keeps its finished trials and can be
-resumed into the same directory (perflab.experiment.resume, docs/resilience.md).
+then all of B turned a 0.2 %-per-trial drift into ~94 % false verdicts in simulation,
+interleaving kept them near 5 % (docs/design.md#rounds-and-order). Each round runs
+every variant once, in a new random order; after ``min_rounds`` the run stops as soon
+as every comparison's CI half-width reaches the target, or at ``max_rounds``, or when
+the time budget would be exceeded by another round. An interrupted experiment keeps its
+finished trials and can be resumed into the same directory (perflab.experiment.resume,
+docs/resilience.md).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from perflab.errors import (
 from perflab.experiment.settle import settle
 from perflab.isolation import describe_exit, drop_if_empty, run_isolated
 from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
+from perflab.summary_file import Summary
 from perflab.sweepdir import (
     CHECK_LOG,
     EXPERIMENT_FILE,
@@ -94,7 +96,7 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
 
 
 # the function that imports one factory alone (perflab.measure.trial)
-IMPORT_FACTORY = "perflab.measure.trial:import_factory"
+IMPORT_FACTORY = "perflab.measure.preflight:import_factory"
 
 
 def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
@@ -260,7 +262,7 @@ def run_experiment(
     say: Callable[[str], None],
     fingerprint: dict[str, Any] | None = None,
     previous: Experiment | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """Run rounds until the stopping rule says stop; write and return the summary.
 
     With ``previous`` (the experiment.json of this same experiment, as checked by
@@ -323,7 +325,9 @@ def run_experiment(
         _finish(session, "config error", rounds)
         raise
     except OutputLost as exc:
-        exc.summary = _finish_lost(session, exc, rounds)
+        # OutputLost carries summary.json's object (perflab.errors sits below the model)
+        lost = _finish_lost(session, exc, rounds)
+        exc.summary = lost.to_dict() if lost is not None else None
         raise
     if kept and not session.ran and stop != "interrupted":
         say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
@@ -355,15 +359,15 @@ def _should_stop(
     return ""
 
 
-def _finish(session: _Session, stop: str, rounds: int) -> dict[str, Any]:
+def _finish(session: _Session, stop: str, rounds: int) -> Summary:
     """Record how the run ended and write the summary of what is on disk."""
     experiment = session.save(stop, rounds)
     summary = analyze(experiment, load_trials(session.sweep_dir, session.plan))
-    write_results(session.sweep_dir / SUMMARY_FILE, summary)
+    write_results(session.sweep_dir / SUMMARY_FILE, summary.to_dict())
     return summary
 
 
-def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> dict[str, Any] | None:
+def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> Summary | None:
     """The summary of the trials on disk when results could no longer be written: saved
     too if the disk takes it (each file whole or not at all), never into a directory
     that was deleted (that would recreate it)."""

@@ -2,7 +2,7 @@
 torch.compile (``register_fake``), differentiable (``register_autograd``).
 
 ``torch.library.custom_op`` + ``register_fake``, not ``triton_op`` + ``wrap_triton``:
-the latter failed under torch.compile on CPU (DESIGN.md). The Triton kernels are
+the latter failed under torch.compile on CPU (docs/design.md#fused-kernels). The Triton kernels are
 imported on the first call of an op, by :func:`load`, which sets TRITON_INTERPRET=1
 first when the tensors are on the CPU (see perflab/kernels/_triton.py for when Triton
 reads it). Every call of an op's real implementation is counted in :data:`CALLS`: the

@@ -4,7 +4,8 @@
 calls ``mark`` at the end of each phase; ``run_block`` runs steps until the bounds say
 stop. Only the user's step runs between marks, plus one clock reading per step for the
 time bound (0.55 us per step in all on this project's CPU, benchmarks/RESULTS.md) and, in
-the timed block, one memory reading per sample (~1.5 us on CPU, perflab.measure.memory.SampleMemory).
+the timed block, one memory reading per sample (~1.5 us on CPU,
+perflab.measure.memory.SampleMemory).
 """
 
 from __future__ import annotations

@@ -10,44 +10,34 @@ and the layer hooks of the evidence pass run after it.
 from __future__ import annotations
 
 import logging
-import math
 import random
-import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.isolation import output_to
 from perflab.measure import environment, knobs, memory, telemetry
+from perflab.measure.checks import evidence_pass, memory_by_phase, numerics_probe
+from perflab.measure.preflight import exit_status, user_code_importable
 from perflab.measure.resolve import Resolved, resolve
 from perflab.measure.steps import (
     INFER_PHASES,
     TRAIN_PHASES,
     Prepared,
-    call_model,
     first_call,
     make_step,
     prepare,
     run_block,
-    to_device,
     warm_up,
 )
 from perflab.measure.timing import make_timer, split_marks
-from perflab.records import SAMPLE_BYTES, ErrorInfo, Probe, Samples, TrialRecord, write_record
-from perflab.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
+from perflab.records import SAMPLE_BYTES, ErrorInfo, Samples, TrialRecord, write_record
+from perflab.sweepdir import log_beside
 from perflab.trial_request import TrialLength, TrialRequest, now
-from perflab.workloads import check_factories, locate
 
 log = logging.getLogger(__name__)
-
-PROBE_SAMPLE_SIZE = 4096
-# allocation events kept for the snapshot: enough for a few steps of a large model
-MEMORY_HISTORY_ENTRIES = 100_000
 
 
 def _now() -> str:
@@ -160,65 +150,7 @@ def _short_block(tcfg: TrialConfig, length: TrialLength | None, steps: int) -> l
     return []
 
 
-def _flatten_output(out: Any) -> torch.Tensor:
-    if isinstance(out, torch.Tensor):
-        return out
-    return knobs.first_tensor(out)
-
-
-def numerics_probe(
-    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, snapshot: dict[str, torch.Tensor]
-) -> Probe:
-    """Outputs, loss (and gradient norm in train mode) on the fixed probe batch, with the
-    initial seeded weights restored, under every knob of the variant."""
-    prep.model.load_state_dict(snapshot)  # copies in place: compiled graphs stay valid
-    x, y = prep.workload.probe
-    x, y = prep.input_fn(x), to_device(y, prep.device, False)
-    autocast = knobs.autocast(resolved)
-    grad_norm = None
-    if cfg.mode == "train":
-        assert prep.optimizer is not None
-        prep.optimizer.zero_grad(set_to_none=True)
-        with autocast:
-            out = call_model(prep.runner, x)
-            loss = prep.workload.loss_fn(out, y)
-        loss.backward()
-        grads = [p.grad.detach().double() for p in prep.model.parameters() if p.grad is not None]
-        grad_norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads))
-        prep.optimizer.zero_grad(set_to_none=True)
-    else:
-        with torch.inference_mode(), autocast:
-            out = call_model(prep.runner, x)
-            loss = prep.workload.loss_fn(out, y)
-    flat = _flatten_output(out).detach().reshape(-1)
-    stride = max(1, flat.numel() // PROBE_SAMPLE_SIZE)
-    return Probe(
-        batch_size=cfg.batch_size,
-        loss=float(loss.detach().float()),
-        output_shape=list(_flatten_output(out).shape),
-        output_dtype=str(flat.dtype).removeprefix("torch."),
-        output_norm=float(flat.double().norm()),
-        output_sample=[float(v) for v in flat[::stride][:PROBE_SAMPLE_SIZE].float().cpu()],
-        grad_norm=grad_norm,
-    )
-
-
-def evidence_pass(
-    cfg: PerflabConfig, resolved: Resolved, prep: Prepared, record: TrialRecord
-) -> None:
-    """Run the eager model once with layer hooks to see what the knobs did to its layers.
-
-    Hooks on a compiled model would force a recompilation, so the pass uses the eager
-    module under the same autocast and memory format; compile has its own evidence.
-    """
-    x = prep.input_fn(prep.workload.probe[0])
-    with torch.no_grad(), knobs.observe_layers(prep.model) as seen, knobs.autocast(resolved):
-        call_model(prep.model, x)
-    record.evidence["amp"] = knobs.amp_evidence(resolved, seen)
-    record.evidence["channels_last"] = knobs.channels_last_evidence(cfg.channels_last, seen)
-
-
-def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
+def settings_of(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
     return {
         "device": resolved.device,
         "amp_dtype": resolved.amp_dtype,
@@ -235,64 +167,6 @@ def _settings(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
     }
 
 
-def _user_code_importable(request: TrialRequest) -> None:
-    cwd = request.invocation.get("cwd")
-    if cwd and cwd not in sys.path:
-        sys.path.insert(0, cwd)  # the user's own factories live beside their command
-
-
-def check_settings(request: TrialRequest) -> list[str]:
-    """Resolve the config on this machine without running anything: raises ConfigError
-    for impossible settings (sizes that cannot fit among them) or factories that cannot
-    be imported or built with their arguments, returns the warnings for unwise ones."""
-    _user_code_importable(request)
-    warnings = resolve(request.config).warnings
-    for field_name, target in factory_fields(request.config).items():
-        _import_factory(field_name, target)
-    check_factories(request.config)
-    return warnings
-
-
-def factory_fields(cfg: PerflabConfig) -> dict[str, str]:
-    """The factories a config names, by field: the model's, and the dataset's if set."""
-    named = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
-    return {name: target for name, target in named.items() if target}
-
-
-# what a factory whose module ends the process on import is told to be instead
-IMPORTS_CLEANLY = "a factory whose module imports without ending the process"
-
-
-def _import_factory(field_name: str, target: str) -> None:
-    """Import a factory's module. sys.exit() there raises SystemExit, which no handler
-    below the process's own expects: it would end the check with a traceback."""
-    try:
-        locate(target)
-    except SystemExit as exc:
-        raise ConfigError(
-            field_name, target, IMPORTS_CLEANLY, f"{_exit_status(exc)} while importing it"
-        ) from None
-    except Exception:  # noqa: BLE001 - check_factories names the problem, as it always has
-        return
-
-
-def _exit_status(exc: SystemExit) -> str:
-    """As perflab.isolation.describe_exit says it of a process: sys.exit() and
-    sys.exit(None) exit 0, sys.exit("text") prints the text and exits 1."""
-    if exc.code is None or isinstance(exc.code, int):
-        return f"exited with code {exc.code or 0}"
-    return f"exited with code 1 ({exc.code})"
-
-
-def import_factory(job: tuple[TrialRequest, str]) -> None:
-    """Import one factory of a request, alone in its process: perflab.experiment.schedule.check_all
-    runs it for each factory after a check process died (os._exit, a signal), to name the
-    factory whose import ends the process."""
-    request, field_name = job
-    _user_code_importable(request)
-    locate(factory_fields(request.config)[field_name])
-
-
 def run_trial(request: TrialRequest) -> str:
     """Run one trial in this process and write its record; return the record's status.
 
@@ -307,7 +181,7 @@ def run_trial(request: TrialRequest) -> str:
 
 def _trial(request: TrialRequest) -> str:
     cfg = request.config
-    _user_code_importable(request)
+    user_code_importable(request)
     record = TrialRecord(
         status="ok",
         config=request.config_dict,
@@ -319,7 +193,7 @@ def _trial(request: TrialRequest) -> str:
         load_start=environment.load_average(),
     )
     resolved = resolve(cfg)
-    record.settings = _settings(cfg, resolved)
+    record.settings = settings_of(cfg, resolved)
     record.warnings.extend(resolved.warnings)
     # The probe and the evidence pass give the same answer in every round of a variant
     # (same seed, same weights, same knobs) and cost about two steps: round 0 runs them,
@@ -333,7 +207,7 @@ def _trial(request: TrialRequest) -> str:
         raise
     except SystemExit as exc:  # sys.exit() in the user's code, e.g. importing the model
         record.status = "failed"
-        message = f"the trial process {_exit_status(exc)}"
+        message = f"the trial process {exit_status(exc)}"
         record.error = ErrorInfo("SystemExit", message, traceback.format_exc())
         log.error("trial failed: %s", message)
     except Exception as exc:  # noqa: BLE001 - every failure must become a record
@@ -402,112 +276,3 @@ def _run(
         record.probe = numerics_probe(cfg, resolved, prep, snapshot)
         evidence_pass(cfg, resolved, prep, record)
     del pad  # held until here on purpose
-
-
-def memory_by_phase(cfg: PerflabConfig, resolved: Resolved, prep: Prepared) -> list[dict[str, Any]]:
-    """One more step, after the timed block, reading memory at the end of every phase."""
-    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
-    marks = memory.PhaseMemory(phases, resolved.device)
-    make_step(cfg, resolved, prep)(prep.workload.batches, marks)
-    return marks.rows
-
-
-def run_profile(request: TrialRequest) -> str:
-    """The profiling trial: build the variant like a timed trial, run its first call and
-    a few unprofiled steps (the overhead reference), then profile; write profile.json
-    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
-    Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
-    with output_to(log_beside(request.record_path)):
-        return _profile(request)
-
-
-def _profile(request: TrialRequest) -> str:
-    from perflab.profile import attribution
-    from perflab.profile import capture as profiling
-    from perflab.profile.profile_file import TOP_OPS
-
-    cfg = request.config
-    _user_code_importable(request)
-    resolved = resolve(cfg)
-    knobs.apply_threads(cfg.threads)
-    knobs.apply_seed(cfg.seed)
-    knobs.apply_matmul_precision(cfg.matmul_precision)
-    knobs.apply_cudnn_benchmark(cfg.cudnn_benchmark, resolved.device)
-    if resolved.compile_mode is not None:
-        # Inductor names its C++ kernels in the profiler only when asked before compiling.
-        import torch._inductor.config as inductor_config
-
-        inductor_config.cpp.enable_kernel_profile = True
-    prep = prepare(cfg, resolved)
-    step = make_step(cfg, resolved, prep)
-    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
-    first_call(step, prep, make_timer(resolved.device, capacity=2))
-    unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
-    p = cfg.profiling
-    out = Path(request.record_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    snapshot = _start_memory_snapshot(p.memory_snapshot, resolved.device)
-    prof, profiled_s = profiling.profile_steps(
-        step,
-        prep.workload.batches,
-        phases,
-        resolved.device,
-        {"wait": p.wait, "warmup": p.warmup, "active": p.active},
-        p.shapes,
-        p.memory,
-        p.stacks,
-    )
-    trace = profiling.export_trace(prof, out.parent)
-    extras = {
-        "memory_snapshot": _finish_memory_snapshot(snapshot, out),
-        "host_annotations": attribution.host_table(trace, TOP_OPS),
-    }
-    stored = profiling.write_trace(trace, out.parent, int(p.max_trace_mb * 2**20))
-    reference = sorted(unprofiled)[1]
-    profiling.write_profile(
-        out,
-        variant={"choices": request.choices, "settings": _settings(cfg, resolved)},
-        device=resolved.device,
-        rows=profiling.op_rows(prof),
-        trace=stored,
-        profiled_steps=p.active,
-        busy=profiling.busy_time(list(prof.events())) if resolved.device != "cuda" else {},
-        extras=extras,
-        # on CUDA, every kernel counted once under the operator that launched it
-        device_side=(attribution.attribute(trace, TOP_OPS) if resolved.device == "cuda" else None),
-        overhead={
-            "unprofiled_step_s": reference,
-            "profiled_step_s": profiled_s,
-            "ratio": profiled_s / reference if reference else float("nan"),
-        },
-    )
-    return "ok"
-
-
-def _start_memory_snapshot(requested: bool, device: str) -> str | None:
-    """Start recording allocator history for a memory snapshot when asked and possible;
-    return why not otherwise."""
-    if not requested:
-        return "off (profiling.memory_snapshot=false)"
-    if device != "cuda":
-        return f"not available on {device}: the snapshot records the CUDA caching allocator"
-    torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
-    return None
-
-
-def _finish_memory_snapshot(not_started: str | None, out: Path) -> dict[str, Any]:
-    if not_started is not None:
-        return {"file": None, "note": not_started}
-    path = out.with_name(MEMORY_SNAPSHOT_FILE)
-    # A pickle, because that is the visualizer's format; perflab writes it, never loads it.
-    torch.cuda.memory._dump_snapshot(str(path))
-    torch.cuda.memory._record_memory_history(enabled=None)
-    return {"file": path.name, "note": "open it in https://pytorch.org/memory_viz"}
-
-
-def _wall_step(step: Any, prep: Prepared, device: str) -> float:
-    start = time.perf_counter()
-    step(prep.workload.batches, lambda: None)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start

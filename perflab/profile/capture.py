@@ -124,7 +124,7 @@ def profile_steps(
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """The profiler's C++ side prints a "USDT ... profiler_start/stop" line to stderr at
-    every start and stop (DESIGN.md); in a trial process nothing else writes there
+    every start and stop (docs/design.md#profiling); in a trial process nothing else writes there
     meanwhile, so the lines are dropped instead of cluttering the sweep's output."""
     saved = os.dup(2)
     with open(os.devnull, "w") as null:

@@ -1,9 +1,10 @@
 """The "why": delta breakdowns between variants and a bottleneck diagnosis per variant.
 
-Pure functions over summary.json entries and profile.json files. The seed methodology
-(baseline -> bottleneck type -> component -> operation) done automatically: the timed
-phase split says which kind of bottleneck, the profile says which operations. Next steps
-are hypotheses for the next perflab run, never facts.
+Pure functions over what summary.json says a variant measured (perflab.summary_variants)
+and profile.json files. The seed methodology (baseline -> bottleneck type -> component ->
+operation) done automatically: the timed phase split says which kind of bottleneck, the
+profile says which operations. Next steps are hypotheses for the next perflab run, never
+facts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from perflab.summary_variants import Measured
 
 # Thresholds are data, each with its reason.
 INPUT_BOUND_SHARE = 0.20  # a fifth of the step spent waiting for the loader
@@ -102,26 +105,29 @@ def _share(profile: dict[str, Any] | None, family: str) -> float:
     return float(profile["families_us"].get(family, 0.0)) / total
 
 
-def signals(variant: dict[str, Any], profile: dict[str, Any] | None) -> dict[str, Any]:
+def signals(variant: Measured, profile: dict[str, Any] | None) -> dict[str, Any]:
     """The shares the rules judge: from the timed phases and from the profile."""
-    phases = variant.get("phase_median_ns") or {}
-    step = (variant.get("step_ns") or {}).get("p50") or 0.0
+    step = variant.step_ns.p50
+    data = variant.phase_median_ns.get("data") or 0.0
     busy = (profile or {}).get("busy") or {}
     share = busy.get("busy_share")
     return {
-        "device": (variant.get("settings") or {}).get("device", "cpu"),
-        "data_wait_share": phases.get("data", 0.0) / step if step else 0.0,
+        "device": variant.settings.get("device", "cpu"),
+        "data_wait_share": data / step if step else 0.0,
         "idle_share": None if share is None else 1.0 - share,
         "memory_movement_share": _share(profile, "memcpy/memset"),
         "elementwise_share": _share(profile, "elementwise/norm"),
     }
 
 
-def diagnose(variant: dict[str, Any], profile: dict[str, Any] | None) -> dict[str, Any]:
+def diagnose(variant: Measured, profile: dict[str, Any] | None) -> dict[str, Any]:
     """Bottleneck type, slowest phase, top operations and hypotheses for one variant
-    (a summary.json variant entry and its profile)."""
-    phases = variant.get("phase_median_ns") or {}
-    compute = {k: v for k, v in phases.items() if k in ("forward", "backward", "optimizer")}
+    (what summary.json says it measured, and its profile)."""
+    compute = {
+        k: v
+        for k, v in variant.phase_median_ns.items()
+        if k in ("forward", "backward", "optimizer") and v is not None
+    }
     slowest = max(compute, key=compute.__getitem__) if compute else None
     found = signals(variant, profile)
     rule = next(r for r in DIAGNOSIS_RULES if r.applies(found))
@@ -132,7 +138,7 @@ def diagnose(variant: dict[str, Any], profile: dict[str, Any] | None) -> dict[st
         "slowest_phase": slowest,
         # operator names; a kernel launched outside any operator is named short
         "top_operations": [op["name"][:60] for op in (profile or {}).get("top_ops", [])[:3]],
-        "hypotheses": hypotheses(rule.kind, variant.get("settings") or {}, profile),
+        "hypotheses": hypotheses(rule.kind, variant.settings, profile),
     }
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.records import write_json_atomic
 from perflab.report.tables import Report, load
+from perflab.summary_file import write_summary
 from perflab.sweepdir import REPORT_FILE, SUMMARY_FILE
 
 CSV_FILES = {
@@ -37,7 +37,7 @@ def write_report(
     for name, filename in CSV_FILES.items():
         with replaced_whole(out / filename) as tmp:
             getattr(report, name).to_csv(tmp, index=False)
-    write_json_atomic(out / SUMMARY_FILE, report.summary)
+    write_summary(out / SUMMARY_FILE, report.summary)
     return out / REPORT_FILE
 
 
@@ -46,18 +46,17 @@ def incidents(report: Report) -> list[str]:
     invalid (with why), record files that could not be read or were changed after they
     were written, and resumed sessions; none when the run went cleanly."""
     from perflab.analysis.summary import EDITED
-    from perflab.report.text import esc
+    from perflab.report.markdown_text import esc
 
     lines = [
-        f"- {esc(v['label'])}, round {int(r) + 1} ({esc(v['dir'])}/trials/r{int(r):03d}.json): "
-        f"{esc(why)}"
-        for v in report.summary["variants"]
-        for r, why in v["failed"].items()
+        f"- {esc(v.label)}, round {int(r) + 1} ({esc(v.dir)}/trials/r{int(r):03d}.json): {esc(why)}"
+        for v in report.summary.variants
+        for r, why in v.failed.items()
     ]
     lines += [f"- skipped an unreadable file: {esc(s)}" for s in report.skipped]
     lines += [
         f"- {esc(path)}: {EDITED} (its values passed the checks and are used as they are)"
-        for path in report.summary.get("edited_records", [])
+        for path in report.summary.edited_records
     ]
     lines += [
         f"- resumed at round {r['at_round'] + 1} ({r['trials_kept']} finished trials kept "

@@ -17,8 +17,8 @@ from perflab.analysis import stats
 from perflab.analysis.summary import costs
 from perflab.config.schema import without_keys
 from perflab.errors import PerflabError
+from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report, first_ok
-from perflab.report.text import esc, table
 
 # What must be equal for two runs to be compared: where they ran and with what.
 ENV_KEYS = ("torch", "cuda", "cudnn", "python", "cpu_model", "usable_cpus", "cuda_devices")
@@ -86,9 +86,9 @@ def compare_runs(
             f"{'; '.join(diffs)}); allowed: runs on the same software and "
             "hardware, or --force to compare anyway (labelled FORCED)"
         )
-    metric = new.summary["metric"]
-    level = new.summary["ci_level"]
-    delta = max(new.summary["delta"], old.summary["delta"])
+    metric = new.summary.metric
+    level = new.summary.ci_level
+    delta = max(new.summary.delta, old.summary.delta)
     rows = []
     for key in matched:
         (new_v, new_rec), (old_v, old_rec) = new_by[key], old_by[key]

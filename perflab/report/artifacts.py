@@ -19,8 +19,8 @@ from typing import Any
 
 from perflab.atomic import replaced_whole
 from perflab.config.plan import Variant
+from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.report.text import esc, table
 from perflab.sweepdir import TRACE_FILE
 
 TRACES_DIR = "traces"

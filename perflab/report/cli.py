@@ -8,36 +8,59 @@ result: a gate that cannot judge never passes); 2 bad arguments or not a sweep d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from perflab.analysis.summary import load_experiment
 from perflab.report.console import experiment_table
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.summary_file import NO_DATA, Comparison, Numerics, Sentinel, load_merged_summary
+from perflab.sweepdir import EXPERIMENT_FILE, SUMMARY_FILE
 
-NO_DATA = "NO DATA"
+
+@dataclass(frozen=True)
+class Row:
+    """One verdict the gates judge: a comparison of the sweep (or of a group of it), or a
+    row of --against."""
+
+    # the variant's label (and its group, in a grouped sweep)
+    variant: str
+    # what it was compared with
+    baseline: str
+    # FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE or NO DATA
+    verdict: str
+    # its numerics check; None without one (a row of --against has none)
+    numerics: Numerics | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the gates judge beyond the rows: the run's own flags."""
+
+    # reasons not to trust the verdicts (every group's, in a grouped sweep)
+    unreliable: list[str]
+    # the A/A sentinel, one per group in a grouped sweep; None where it has none
+    sentinels: list[Sentinel | None]
 
 
 @dataclass(frozen=True)
 class Gate:
     # what --fail-on NAME means, for --help
     meaning: str
-    # whether one comparison (or the summary) matches
-    matches: Callable[[dict[str, Any], dict[str, Any]], bool]
-    # why there is nothing this gate can judge (the comparisons and the summary), or None
-    nothing: Callable[[list[dict[str, Any]], dict[str, Any]], str | None]
+    # whether one row (or the run) matches
+    matches: Callable[[Row, Run], bool]
+    # why there is nothing this gate can judge, or None
+    nothing: Callable[[list[Row], Run], str | None]
 
 
-def _no_verdict(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
+def _no_verdict(rows: list[Row], run: Run) -> str | None:
     from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 
     if not rows:
         return "the sweep has no comparison (no swept knob has a baseline)"
-    if all(c["verdict"] == NO_DATA for c in rows):
+    if all(c.verdict == NO_DATA for c in rows):
         return (
             f"every comparison is {NO_DATA} (fewer than {MIN_PAIRED_ROUNDS} rounds with an "
             "ok trial of both variants)"
@@ -45,16 +68,14 @@ def _no_verdict(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | No
     return None
 
 
-def _no_numerics(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
-    if any(c.get("numerics") for c in rows):
+def _no_numerics(rows: list[Row], run: Run) -> str | None:
+    if any(c.numerics for c in rows):
         return None
     return "no comparison has a numerics check (no probe of both variants: their round-0 trial)"
 
 
-def _no_sentinel(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | None:
-    # a merged summary (scaleout groups) has one sentinel per group
-    sentinels = summary["sentinels"] if "sentinels" in summary else [summary.get("sentinel")]
-    if any(sentinels):
+def _no_sentinel(rows: list[Row], run: Run) -> str | None:
+    if any(run.sentinels):
         return None
     return "no A/A sentinel result (the sweep ran without one, or it has no paired rounds)"
 
@@ -63,26 +84,30 @@ def _no_sentinel(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str | N
 GATES: dict[str, Gate] = {
     "slower": Gate(
         "the verdict is SLOWER (also against --against)",
-        lambda c, s: c["verdict"] == "SLOWER",
+        lambda c, run: c.verdict == "SLOWER",
         _no_verdict,
     ),
     "not-faster": Gate(
-        "the verdict is anything but FASTER", lambda c, s: c["verdict"] != "FASTER", _no_verdict
+        "the verdict is anything but FASTER", lambda c, run: c.verdict != "FASTER", _no_verdict
     ),
     "inconclusive": Gate(
-        "the verdict is INCONCLUSIVE", lambda c, s: c["verdict"] == "INCONCLUSIVE", _no_verdict
+        "the verdict is INCONCLUSIVE", lambda c, run: c.verdict == "INCONCLUSIVE", _no_verdict
     ),
     "numerics": Gate(
         "the outputs changed beyond tolerance",
-        lambda c, s: bool(c.get("numerics")) and not c["numerics"].get("ok"),
+        lambda c, run: c.numerics is not None and not c.numerics.ok,
         _no_numerics,
     ),
     "unreliable": Gate(
         "the experiment is flagged unreliable",
-        lambda c, s: bool(s["unreliable"]),
+        lambda c, run: bool(run.unreliable),
         _no_sentinel,
     ),
 }
+
+
+def _row(c: Comparison, variant: str | None = None) -> Row:
+    return Row(variant or c.variant, c.baseline, c.verdict, c.numerics)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -171,19 +196,24 @@ def main(argv: list[str] | None = None) -> None:
     from perflab.report.against import compare_runs, section
 
     report = load(args.sweep_dir)
-    rows, extra = list(report.summary["comparisons"]), []
+    rows, extra = [_row(c) for c in report.summary.comparisons], []
     if args.against:
         try:
             against = compare_runs(report, load(args.against), force=args.force)
         except PerflabError as exc:
             _fail(str(exc))
         extra = section(against)
-        rows += [{**r, "baseline": f"{r['variant']} in {against.old_name}"} for r in against.rows]
+        # the rows of --against are its own (perflab.report.against), not the summary's
+        rows += [
+            Row(r["variant"], f"{r['variant']} in {against.old_name}", r["verdict"])
+            for r in against.rows
+        ]
         print("\n".join(extra))
     path = write_report(report, args.out, extra)
     print(experiment_table(report.summary))
     print(f"report: {path}")
-    _gates(args.fail_on, rows, report.summary, len(report.skipped))
+    run = Run(report.summary.unreliable, [report.summary.sentinel])
+    _gates(args.fail_on, rows, run, len(report.skipped))
 
 
 def _grouped(args: argparse.Namespace) -> None:
@@ -197,31 +227,29 @@ def _grouped(args: argparse.Namespace) -> None:
     except PerflabError as exc:
         print(f"perflab-report: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    summary = json.loads((path.parent / "summary.json").read_text())
+    summary = load_merged_summary(path.parent / SUMMARY_FILE)
     print(f"report: {path}")
-    rows = [{**c, "variant": f"{c['variant']} [{c['group']}]"} for c in summary["comparisons"]]
-    _gates(args.fail_on, rows, summary, len(summary.get("skipped", [])))
+    rows = [_row(c, f"{c.variant} [{c.group}]") for c in summary.comparisons]
+    _gates(args.fail_on, rows, Run(summary.unreliable, summary.sentinels), len(summary.skipped))
 
 
-def _gates(
-    gates: list[str], rows: list[dict[str, Any]], summary: dict[str, Any], skipped: int
-) -> None:
+def _gates(gates: list[str], rows: list[Row], run: Run, skipped: int) -> None:
     """Exit 1 with one line when a gate matched a comparison, or has nothing to judge
     (``skipped``: record files that could not be read, often why)."""
     failed = []
     for name in gates:
         gate = GATES[name]
-        if (why := gate.nothing(rows, summary)) is not None:
+        if (why := gate.nothing(rows, run)) is not None:
             unread = f"; {skipped} record file(s) could not be read" if skipped else ""
             failed.append(f"{name}: nothing to judge: {why}{unread}")
             continue
         failed += [
-            f"{name}: {c['variant']} vs {c['baseline']} ({c['verdict']})"
+            f"{name}: {c.variant} vs {c.baseline} ({c.verdict})"
             for c in rows
-            if gate.matches(c, summary)
+            if gate.matches(c, run)
         ]
     if failed:
-        from perflab.report.text import visible
+        from perflab.report.markdown_text import visible
 
         print("perflab-report: gate failed: " + visible("; ".join(failed)), file=sys.stderr)
         sys.exit(1)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
 from perflab.records import TrialRecord
+from perflab.summary_file import Comparison, Estimate, Summary
 
 
 def fmt_ns(ns: float) -> str:
@@ -63,24 +63,25 @@ def _ratio(x: float) -> str:
     return f"{x:.3f}x" if x < 10 else f"{x:.1f}x"
 
 
-def _ci(c: dict[str, Any]) -> str:
-    return f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+def _ci(e: Estimate) -> str:
+    return f"[{e.ci_low:.3f}, {e.ci_high:.3f}]"
 
 
-def _comparison_row(c: dict[str, Any]) -> list[str]:
-    if "speedup" not in c:
+def _comparison_row(c: Comparison) -> list[str]:
+    e = c.estimate
+    if e is None:
         why = f"fewer than {MIN_PAIRED_ROUNDS} paired rounds"
-        return [c["variant"], c["baseline"], "-", "-", c["verdict"], why]
-    note = c.get("note", "")
-    if c["verdict"] == "INCONCLUSIVE" and not note:
-        more = c.get("rounds_to_decide")
+        return [c.variant, c.baseline, "-", "-", c.verdict, why]
+    note = c.note or ""
+    if e.verdict == "INCONCLUSIVE" and not note:
+        more = e.rounds_to_decide
         note = f"~{more} rounds would likely decide" if more else "effect sits on the band edge"
-    if c.get("interval") not in (None, "t"):
-        why = {"trimmed": "outlier rounds", "carry-over model": "carry-over"}.get(c["interval"], "")
-        note = (note + "; " if note else "") + f"{c['interval']} interval ({why})"
-    if c.get("distribution_sensitive"):
+    if e.interval != "t":
+        why = {"trimmed": "outlier rounds", "carry-over model": "carry-over"}.get(e.interval, "")
+        note = (note + "; " if note else "") + f"{e.interval} interval ({why})"
+    if e.distribution_sensitive:
         note = (note + "; " if note else "") + "distribution-sensitive (robust CI disagrees)"
-    return [c["variant"], c["baseline"], _ratio(c["speedup"]), _ci(c), c["verdict"], note]
+    return [c.variant, c.baseline, _ratio(e.speedup), _ci(e), e.verdict, note]
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -91,52 +92,52 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def experiment_table(summary: dict[str, Any]) -> str:
+def experiment_table(summary: Summary) -> str:
     """The console view of summary.json: one line per comparison, then the sentinel."""
-    level = f"{summary['ci_level']:.0%}"
+    level = f"{summary.ci_level:.0%}"
     metric = {"latency": "median step time per trial", "throughput": "time per sample per trial"}[
-        summary["metric"]
+        summary.metric
     ]
     lines = [
-        f"perflab experiment: {summary['rounds']} rounds, stopped: {summary['stop_reason']} "
-        f"({summary['elapsed_s']:.0f} s); metric: {summary['metric']} ({metric}); "
-        f"speedup = baseline / variant; {level} CI; band +-{summary['delta']:.1%}"
+        f"perflab experiment: {summary.rounds} rounds, stopped: {summary.stop_reason} "
+        f"({summary.elapsed_s:.0f} s); metric: {summary.metric} ({metric}); "
+        f"speedup = baseline / variant; {level} CI; band +-{summary.delta:.1%}"
     ]
-    if summary.get("label"):
-        lines.append(f"  label: {summary['label']}")
-    for warning in summary["unreliable"]:
+    if summary.label:
+        lines.append(f"  label: {summary.label}")
+    for warning in summary.unreliable:
         lines.append(f"  UNRELIABLE: {warning}")
     header = ["variant", "baseline", "speedup", f"{level} CI", "verdict", ""]
-    rows = [_comparison_row(c) for c in summary["comparisons"]]
+    rows = [_comparison_row(c) for c in summary.comparisons]
     if rows:
         lines += _table([header, *rows])
     else:
         lines.append("  no comparisons: no swept knob has a baseline in this sweep")
-    if summary.get("scaling"):
+    if summary.scaling:
         lines.append(f"  throughput by batch size ({level} CI over trials):")
         rows = [
             [
-                str(r["batch_size"]),
-                r["variant"],
-                f"{r['throughput']:,.0f}",
-                f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+                str(r.batch_size),
+                r.variant,
+                f"{r.throughput:,.0f}",
+                f"[{r.ci_low:,.0f}, {r.ci_high:,.0f}]",
             ]
-            for r in summary["scaling"]
+            for r in summary.scaling
         ]
         lines += _table([["batch_size", "variant", "samples/s", f"{level} CI"], *rows])
-    s = summary.get("sentinel")
+    s = summary.sentinel
     if s:
         lines.append(
-            f"  A/A sentinel: {_ratio(s['speedup'])} {_ci(s)} {s['verdict']}; "
-            f"noise floor +-{s['noise_floor']:.1%} (information: the band stays "
-            f"+-{summary['delta']:.1%})"
+            f"  A/A sentinel: {_ratio(s.estimate.speedup)} {_ci(s.estimate)} "
+            f"{s.estimate.verdict}; noise floor +-{s.noise_floor:.1%} (information: the band "
+            f"stays +-{summary.delta:.1%})"
         )
-    for note in summary.get("health", []):
+    for note in summary.health:
         lines.append(f"  health: {note}")
-    for v in summary["variants"]:
-        if v["failed"]:
-            first = next(iter(v["failed"].values()))
-            lines.append(f"  FAILED trials in {v['label']}: {len(v['failed'])} ({first})")
-        for flag in v["health"]:
-            lines.append(f"  health, {v['label']}: {flag}")
+    for v in summary.variants:
+        if v.failed:
+            first = next(iter(v.failed.values()))
+            lines.append(f"  FAILED trials in {v.label}: {len(v.failed)} ({first})")
+        for flag in v.health:
+            lines.append(f"  health, {v.label}: {flag}")
     return "\n".join(lines)

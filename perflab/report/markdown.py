@@ -14,11 +14,11 @@ import pandas as pd
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 from perflab.report.artifacts import ProfilerFiles, files_section
+from perflab.report.markdown_text import code, esc, table
+from perflab.report.markdown_text import num as _num
+from perflab.report.memory_section import resources_section
 from perflab.report.profiles import profiles_section, why_section
-from perflab.report.resources import resources_section
 from perflab.report.tables import Report, first_ok
-from perflab.report.text import code, esc, table
-from perflab.report.text import num as _num
 
 
 def _x(speedup: float) -> str:
@@ -39,7 +39,7 @@ def _timing_label(report: Report, name: str) -> str:
 
 def headline(report: Report) -> list[str]:
     s, lines = report.summary, []
-    level = f"{s['ci_level']:.0%}"
+    level = f"{s.ci_level:.0%}"
     numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
     names = {v.label: v.name for v in report.experiment.plan.variants}
     for c in report.comparisons.to_dict("records"):
@@ -308,7 +308,7 @@ def method_section(report: Report) -> list[str]:
     s, sched = report.summary, report.experiment.schedule
     metric = (
         "the median step time of each trial"
-        if s["metric"] == "latency"
+        if s.metric == "latency"
         else "the timed nanoseconds per sample of each trial (stalls count)"
     )
     return [
@@ -319,17 +319,17 @@ def method_section(report: Report) -> list[str]:
         f"and a hidden copy of a baseline (A/A sentinel) ran in every round. "
         f"Per trial, one number: {metric}. Speedup = baseline / variant, estimated as the "
         f"exponential of the mean per-round log-ratio, with a Student t interval at "
-        f"{s['ci_level']:.0%} (from {MIN_PAIRED_ROUNDS} paired rounds on; a 20 %-trimmed "
+        f"{s.ci_level:.0%} (from {MIN_PAIRED_ROUNDS} paired rounds on; a 20 %-trimmed "
         f"interval when a round is an outlier; the estimate of a model that holds the "
         f"preceding variant equal when a carry-over is flagged), Holm-adjusted "
-        f"across comparisons. Verdicts use the practical band delta = {s['delta']:.1%} "
+        f"across comparisons. Verdicts use the practical band delta = {s.delta:.1%} "
         f"(schedule.delta): FASTER if the interval is above 1 + delta, SLOWER if below "
         f"1 - delta, EQUIVALENT if inside, INCONCLUSIVE otherwise. The A/A sentinel checks "
         f"the method and never widens the band: outside it, the run is UNRELIABLE; "
         f"excluding 1 inside it, a bias note. The effect of the variant that ran just "
         f"before each trial (carry-over) is estimated from the shuffled order and flagged "
-        f"below p = 1 % (Holm). The run stopped after {s['rounds']} rounds "
-        f"({s['stop_reason']}; at least {sched['min_rounds']}, at most "
+        f"below p = 1 % (Holm). The run stopped after {s.rounds} rounds "
+        f"({s.stop_reason}; at least {sched['min_rounds']}, at most "
         f"{sched['max_rounds']}, target half-width {sched['target_half_width']:.1%}, budget "
         f"{sched['time_budget_s']:.0f} s). Tail percentiles marked * have fewer than 10 "
         f"samples beyond them and are descriptive only. Details: perflab's "
@@ -347,38 +347,38 @@ def render(
     the relative links of the profiler's traces and memory snapshots."""
     s = report.summary
     lines = ["# perflab report", ""]
-    if s["stop_reason"] in ("running", "interrupted", "config error"):
+    if s.stop_reason in ("running", "interrupted", "config error"):
         lines += [
-            f"> **Incomplete**: the sweep did not finish (state: {esc(s['stop_reason'])}); "
+            f"> **Incomplete**: the sweep did not finish (state: {esc(s.stop_reason)}); "
             f"this report covers the trials on disk.{_missing(report)}",
             "",
         ]
-    for reason in s["unreliable"]:
+    for reason in s.unreliable:
         lines += [f"> **UNRELIABLE**: {esc(reason)}", ""]
-    for note in s.get("health", []):
+    for note in s.health:
         lines += [f"> Health: {esc(note)}", ""]
-    if s.get("label"):
-        lines += [f"> Label: {esc(s['label'])}", ""]
+    if s.label:
+        lines += [f"> Label: {esc(s.label)}", ""]
     lines += ["## Headline", "", *headline(report), ""]
-    sentinel = s.get("sentinel")
-    if sentinel:
+    if s.sentinel:
+        e = s.sentinel.estimate
         lines += [
-            f"A/A sentinel: {sentinel['speedup']:.3f}x [{sentinel['ci_low']:.3f}, "
-            f"{sentinel['ci_high']:.3f}] {sentinel['verdict']}; noise floor "
-            f"{sentinel['noise_floor']:.1%} (information; the band stays +-{s['delta']:.1%}).",
+            f"A/A sentinel: {e.speedup:.3f}x [{e.ci_low:.3f}, {e.ci_high:.3f}] {e.verdict}; "
+            f"noise floor {s.sentinel.noise_floor:.1%} (information; the band stays "
+            f"+-{s.delta:.1%}).",
             "",
         ]
     lines += ["## Comparisons", "", *comparison_table(report), ""]
     lines += ["## Variants", "", *variant_table(report), ""]
-    if s.get("scaling"):
+    if s.scaling:
         rows = [
             [
-                esc(r["batch_size"]),
-                esc(r["variant"]),
-                f"{r['throughput']:,.0f}",
-                f"[{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]",
+                esc(r.batch_size),
+                esc(r.variant),
+                f"{r.throughput:,.0f}",
+                f"[{r.ci_low:,.0f}, {r.ci_high:,.0f}]",
             ]
-            for r in s["scaling"]
+            for r in s.scaling
         ]
         lines += [
             "## Throughput by batch size",

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, RecordError
-from perflab.records import write_json_atomic
 from perflab.report.against import ENV_KEYS, compare_runs, section
+from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report, first_ok, load
-from perflab.report.text import esc, table
+from perflab.summary_file import MergedSummary, tagged, write_summary
 from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, REPORT_FILE, SUMMARY_FILE
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,12 @@ def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:
     for entry, report in groups:
         if report is None:
             continue
-        for c in report.summary["comparisons"]:
-            what = f"{c['variant']} vs {c['baseline']}"
-            speedup = c.get("speedup")
-            cells.setdefault(what, {})[entry["key"]] = (
-                f"{speedup:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] {c['verdict']}"
-                if isinstance(speedup, float) and speedup == speedup
-                else c["verdict"]
+        for c in report.summary.comparisons:
+            e = c.estimate
+            cells.setdefault(f"{c.variant} vs {c.baseline}", {})[entry["key"]] = (
+                f"{e.speedup:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] {e.verdict}"
+                if e is not None
+                else c.verdict
             )
     if not cells:
         return []
@@ -146,7 +145,7 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
         m = machines[entry["key"]]
         state = entry.get("state", "pending")
         if report is not None:
-            state = report.summary["stop_reason"] if state == "done" else state
+            state = report.summary.stop_reason if state == "done" else state
         rows.append(
             [
                 f"[{esc(entry['key'])}]({GROUPS_DIR}/{entry['dir']}/{REPORT_FILE})",
@@ -164,30 +163,20 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
     return "\n".join(lines)
 
 
-def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> dict[str, Any]:
+def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> MergedSummary:
     """Every group's comparisons and flags, each tagged with its group (for --fail-on):
     its A/A sentinel, the record files it skipped and those changed after they were
     written too, so that a gate can tell when it has nothing to judge."""
-    comparisons, unreliable, health, sentinels, skipped, edited = [], [], [], [], [], []
-    for entry, report in groups:
-        if report is None:
-            continue
-        s, key = report.summary, entry["key"]
-        comparisons += [{**c, "group": key} for c in s["comparisons"]]
-        unreliable += [f"{key}: {u}" for u in s["unreliable"]]
-        health += [f"{key}: {h}" for h in s.get("health", [])]
-        sentinels.append(s.get("sentinel"))
-        skipped += [f"{key}: {f}" for f in report.skipped]
-        edited += [f"{key}: {f}" for f in s.get("edited_records", [])]
-    return {
-        "groups": [entry for entry, _ in groups],
-        "comparisons": comparisons,
-        "unreliable": unreliable,
-        "health": health,
-        "sentinels": sentinels,
-        "skipped": skipped,
-        "edited_records": edited,
-    }
+    done = [(entry["key"], report) for entry, report in groups if report is not None]
+    return MergedSummary(
+        groups=[entry for entry, _ in groups],
+        comparisons=[tagged(c, key) for key, r in done for c in r.summary.comparisons],
+        unreliable=[f"{key}: {u}" for key, r in done for u in r.summary.unreliable],
+        health=[f"{key}: {h}" for key, r in done for h in r.summary.health],
+        sentinels=[r.summary.sentinel for _, r in done],
+        skipped=[f"{key}: {f}" for key, r in done for f in r.skipped],
+        edited_records=[f"{key}: {f}" for key, r in done for f in r.summary.edited_records],
+    )
 
 
 def write_merged_report(sweep_dir: Path, out_dir: Path | None = None, force: bool = False) -> Path:
@@ -201,5 +190,5 @@ def write_merged_report(sweep_dir: Path, out_dir: Path | None = None, force: boo
             # each group's own report, also published next to the merged one
             write_report(report, out / GROUPS_DIR / entry["dir"])
     (out / REPORT_FILE).write_text(render_merged(groups, force))
-    write_json_atomic(out / SUMMARY_FILE, merged_summary(groups))
+    write_summary(out / SUMMARY_FILE, merged_summary(groups))
     return out / REPORT_FILE

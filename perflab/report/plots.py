@@ -15,8 +15,8 @@ import numpy as np
 
 from perflab.analysis import stats
 from perflab.atomic import replaced_whole
+from perflab.report.markdown_text import visible
 from perflab.report.tables import Report
-from perflab.report.text import visible
 
 DPI = 110
 
@@ -46,27 +46,28 @@ def _save(fig: Any, path: Path) -> None:
 
 def forest(report: Report, path: Path) -> bool:
     """Speedups with their intervals on a log axis, the equivalence band shaded."""
-    rows = [c for c in report.summary["comparisons"] if c.get("speedup")]
-    sentinel = report.summary.get("sentinel")
-    if sentinel and sentinel.get("speedup"):
-        rows = [*rows, {**sentinel, "variant": "A/A sentinel", "baseline": ""}]
+    rows = [(c.variant, c.estimate) for c in report.summary.comparisons if c.estimate]
+    sentinel = report.summary.sentinel
+    if sentinel:
+        rows.append(("A/A sentinel", sentinel.estimate))
+    rows = [(label, e) for label, e in rows if e.speedup]
     if not rows:
         return False
     fig, ax = _figure(0.5 * len(rows) + 1.4)
-    delta = report.summary["delta"]
+    delta = report.summary.delta
     ax.axvspan(1 - delta, 1 + delta, color="tab:gray", alpha=0.2, label=f"band +-{delta:.1%}")
     ax.axvline(1.0, color="black", lw=0.8)
-    for i, c in enumerate(rows):
-        low, high = c["ci_low"], c["ci_high"] or c["speedup"]
+    for i, (_, e) in enumerate(rows):
+        low, high = e.ci_low, e.ci_high or e.speedup
         ax.errorbar(
-            c["speedup"],
+            e.speedup,
             i,
-            xerr=[[c["speedup"] - low], [high - c["speedup"]]],
+            xerr=[[e.speedup - low], [high - e.speedup]],
             fmt="o",
             color="tab:blue",
             capsize=4,
         )
-    _label_rows(ax, [c["variant"] for c in rows])
+    _label_rows(ax, [label for label, _ in rows])
     ax.set_xscale("log")
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -74,7 +75,7 @@ def forest(report: Report, path: Path) -> bool:
     ax.xaxis.set_minor_formatter(
         FuncFormatter(lambda x, _: f"{x:g}") if _narrow(ax) else NullFormatter()
     )
-    ax.set_xlabel(f"speedup over baseline (log scale), {report.summary['ci_level']:.0%} CI")
+    ax.set_xlabel(f"speedup over baseline (log scale), {report.summary.ci_level:.0%} CI")
     ax.legend(loc="best", fontsize=8)
     _save(fig, path)
     return True
@@ -97,7 +98,7 @@ def _legend_below(ax: Any) -> None:
 
 
 def _costs(report: Report) -> dict[str, dict[int, float]]:
-    metric = report.summary["metric"]
+    metric = report.summary.metric
     return {
         v.label: {
             r: stats.trial_cost(t, metric)
@@ -119,7 +120,7 @@ def rounds(report: Report, path: Path) -> bool:
             xs = sorted(by_round)
             ax.plot(xs, [by_round[r] / 1e6 for r in xs], "o-", ms=3, lw=0.8, label=visible(label))
     ax.set_xlabel("round")
-    unit = "ms per step (median)" if report.summary["metric"] == "latency" else "ms per sample"
+    unit = "ms per step (median)" if report.summary.metric == "latency" else "ms per sample"
     ax.set_ylabel(unit)
     _legend_below(ax)
     _save(fig, path)
@@ -151,17 +152,21 @@ def distributions(report: Report, path: Path) -> bool:
 
 def phases(report: Report, path: Path) -> bool:
     """Median time of each phase of the step, stacked, per variant."""
-    variants = [v for v in report.summary["variants"] if v.get("phase_median_ns")]
+    variants = [
+        (v.label, v.measured.phase_median_ns)
+        for v in report.summary.variants
+        if v.measured and v.measured.phase_median_ns
+    ]
     if not variants:
         return False
-    names = list(dict.fromkeys(k for v in variants for k in v["phase_median_ns"]))
+    names = list(dict.fromkeys(k for _, phases in variants for k in phases))
     fig, ax = _figure(0.45 * len(variants) + 1.4)
     left = np.zeros(len(variants))
     for name in names:
-        widths = np.array([v["phase_median_ns"].get(name, 0.0) / 1e6 for v in variants])
+        widths = np.array([(phases.get(name) or 0.0) / 1e6 for _, phases in variants])
         ax.barh(range(len(variants)), widths, left=left, label=name)
         left += widths
-    _label_rows(ax, [v["label"] for v in variants])
+    _label_rows(ax, [label for label, _ in variants])
     ax.set_xlabel("median phase time, ms")
     ax.legend(fontsize=7, loc="best")
     _save(fig, path)
@@ -169,15 +174,15 @@ def phases(report: Report, path: Path) -> bool:
 
 
 def scaling(report: Report, path: Path) -> bool:
-    rows = report.summary.get("scaling") or []
+    rows = report.summary.scaling
     if len(rows) < 2:
         return False
     fig, ax = _figure(3.4)
-    xs = [float(r["batch_size"]) for r in rows]
-    ys = [r["throughput"] for r in rows]
+    xs = [float(r.batch_size) for r in rows]
+    ys = [r.throughput for r in rows]
     err = [
-        [y - r["ci_low"] for y, r in zip(ys, rows, strict=True)],
-        [r["ci_high"] - y for y, r in zip(ys, rows, strict=True)],
+        [y - r.ci_low for y, r in zip(ys, rows, strict=True)],
+        [r.ci_high - y for y, r in zip(ys, rows, strict=True)],
     ]
     ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=4)
     ax.set_xscale("log", base=2)
@@ -188,13 +193,17 @@ def scaling(report: Report, path: Path) -> bool:
 
 
 def memory(report: Report, path: Path) -> bool:
-    variants = [v for v in report.summary["variants"] if v.get("peak_memory_bytes")]
+    variants = [
+        (v.label, v.measured.peak_memory_bytes)
+        for v in report.summary.variants
+        if v.measured and v.measured.peak_memory_bytes
+    ]
     if not variants:
         return False
     fig, ax = _figure(0.45 * len(variants) + 1.4)
-    megabytes = [v["peak_memory_bytes"] / 2**20 for v in variants]
+    megabytes = [peak / 2**20 for _, peak in variants]
     ax.barh(range(len(variants)), megabytes, color="tab:purple")
-    _label_rows(ax, [v["label"] for v in variants])
+    _label_rows(ax, [label for label, _ in variants])
     ax.set_xlabel("peak memory, MiB")
     _save(fig, path)
     return True

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from perflab.report.markdown_text import code, esc, table
+from perflab.report.markdown_text import num as _num
 from perflab.report.tables import Report
-from perflab.report.text import code, esc, table
-from perflab.report.text import num as _num
 
 
 def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
@@ -105,7 +105,7 @@ def why_section(report: Report) -> list[str]:
     from perflab.profile.diagnosis import delta_breakdown
 
     steps: dict[str, float] = {
-        v["name"]: v["step_ns"]["p50"] for v in report.summary["variants"] if v.get("step_ns")
+        v.name: v.measured.step_ns.p50 for v in report.summary.variants if v.measured
     }
     lines = []
     for variant, base in report.experiment.plan.comparisons():
@@ -144,10 +144,10 @@ def why_section(report: Report) -> list[str]:
 def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list[str]:
     from perflab.profile.diagnosis import diagnose
 
-    entry = next(v for v in report.summary["variants"] if v["name"] == name)
-    if "step_ns" not in entry:
+    measured = report.summary.variant(name).measured
+    if measured is None:
         return []
-    d = diagnose(entry, profile)
+    d = diagnose(measured, profile)
     idle = "n/a" if d["idle_share"] is None else f"{d['idle_share']:.0%}"
     idle_name = "GPU idle" if d["device"] == "cuda" else "outside operators"
     lines = [

@@ -5,6 +5,7 @@ report = load("multirun/2026-11-22/10-00-00-000000")
 report.comparisons   # one row per comparison
 report.variants      # one row per variant
 report.numerics      # one row per comparison: the variant's outputs against its baseline's
+report.summary       # summary.json as perflab.summary_file.Summary (typed attributes)
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import pandas as pd
 
 from perflab.analysis.numerics import compare_probes
 from perflab.analysis.summary import Experiment, analyze, load_trials
-from perflab.config.plan import Plan, Variant
+from perflab.config.plan import Plan, Variant, assignments
 from perflab.profile.profile_file import load_profile
 from perflab.records import TrialRecord
+from perflab.summary_file import Comparison, Summary
+from perflab.summary_variants import Measured
 
 # which evidence entry proves each treatment key took effect
 TREATMENT_EVIDENCE = {
@@ -38,7 +41,7 @@ class Report:
 
     sweep_dir: Path
     experiment: Experiment
-    summary: dict[str, Any]
+    summary: Summary
     trials: dict[str, dict[int, TrialRecord]]
     comparisons: pd.DataFrame
     variants: pd.DataFrame
@@ -77,80 +80,101 @@ def _treatment_check(plan: Plan, variant: Variant, record: TrialRecord | None) -
 
 
 def comparison_frame(
-    report_summary: dict[str, Any], plan: Plan, trials: dict[str, dict[int, TrialRecord]]
+    report_summary: Summary, plan: Plan, trials: dict[str, dict[int, TrialRecord]]
 ) -> pd.DataFrame:
     rows = []
-    variants = {v["name"]: v for v in report_summary["variants"]}
-    for (variant, base), c in zip(plan.comparisons(), report_summary["comparisons"], strict=True):
-        v_sum, b_sum = variants[variant.name], variants[base.name]
+    measured = {v.name: v.measured for v in report_summary.variants}
+    for (variant, base), c in zip(plan.comparisons(), report_summary.comparisons, strict=True):
+        v_sum, b_sum = measured[variant.name], measured[base.name]
         row = {
             "variant": variant.label,
             "baseline": base.label,
-            "treatment": " ".join(f"{k}={_fmt(val)}" for k, val in variant.treatment.items()),
-            "baseline_treatment": " ".join(f"{k}={_fmt(val)}" for k, val in base.treatment.items()),
-            "cell": " ".join(f"{k}={_fmt(val)}" for k, val in variant.cell.items()),
-            **{
-                k: c.get(k)
-                for k in (
-                    "speedup",
-                    "ci_low",
-                    "ci_high",
-                    "ci_level",
-                    "verdict",
-                    "interval",
-                    "delta",
-                    "rounds",
-                    "p_value",
-                    "p_adjusted",
-                    "rounds_to_decide",
-                    "distribution_sensitive",
-                    "note",
-                )
-            },
+            "treatment": assignments(variant.treatment),
+            "baseline_treatment": assignments(base.treatment),
+            "cell": assignments(variant.cell),
+            **_estimate_columns(c),
             "knob_in_effect": _treatment_check(plan, variant, first_ok(trials[variant.name])),
-            "first_call_s": (v_sum.get("first_call_ns") or float("nan")) / 1e9,
-            "baseline_first_call_s": (b_sum.get("first_call_ns") or float("nan")) / 1e9,
+            "first_call_s": _first_call_s(v_sum),
+            "baseline_first_call_s": _first_call_s(b_sum),
         }
         row["break_even_steps"] = _break_even(v_sum, b_sum)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _break_even(v_sum: dict[str, Any], b_sum: dict[str, Any]) -> float | None:
+def _estimate_columns(c: Comparison) -> dict[str, Any]:
+    """The comparison's columns of comparisons.csv; those of its estimate are None
+    without one (NO DATA)."""
+    e = c.estimate
+    return {
+        "speedup": e.speedup if e else None,
+        "ci_low": e.ci_low if e else None,
+        "ci_high": e.ci_high if e else None,
+        "ci_level": e.ci_level if e else None,
+        "verdict": c.verdict,
+        "interval": e.interval if e else None,
+        "delta": c.delta,
+        "rounds": e.rounds if e else None,
+        "p_value": e.p_value if e else None,
+        "p_adjusted": c.p_adjusted,
+        "rounds_to_decide": e.rounds_to_decide if e else None,
+        "distribution_sensitive": e.distribution_sensitive if e else None,
+        "note": c.note,
+    }
+
+
+def _first_call_s(measured: Measured | None) -> float:
+    return ((measured.first_call_ns if measured else None) or float("nan")) / 1e9
+
+
+def _break_even(v_sum: Measured | None, b_sum: Measured | None) -> float | None:
     """Steps after which a slower first call (compilation) is paid back by faster steps."""
-    if "step_ns" not in v_sum or "step_ns" not in b_sum:
+    if v_sum is None or b_sum is None:
         return None
-    extra = v_sum["first_call_ns"] - b_sum["first_call_ns"]
-    saved = b_sum["step_ns"]["p50"] - v_sum["step_ns"]["p50"]
+    extra = v_sum.first_call_ns - b_sum.first_call_ns
+    saved = b_sum.step_ns.p50 - v_sum.step_ns.p50
     if extra <= 0 or saved <= 0:
         return None
     return extra / saved
 
 
-def variant_frame(report_summary: dict[str, Any]) -> pd.DataFrame:
+def variant_frame(report_summary: Summary) -> pd.DataFrame:
     rows = []
-    for v in report_summary["variants"]:
+    for v in report_summary.variants:
         row: dict[str, Any] = {
-            "variant": v["label"],
-            "name": v["name"],
-            "trials": v["trials"],
-            "ok": v["ok"],
-            "failed": len(v["failed"]),
+            "variant": v.label,
+            "name": v.name,
+            "trials": v.trials,
+            "ok": v.ok,
+            "failed": len(v.failed),
         }
-        if "step_ns" in v:
-            steps = v["step_ns"]
-            row.update({f"{p}_ms": steps[p] / 1e6 for p in ("p50", "p90", "p95", "p99")})
-            row["bounded_percentiles"] = " ".join(steps["bounded_percentiles"])
-            row["throughput"] = v["throughput"]
-            row.update({f"{k}_ms": t / 1e6 for k, t in v["phase_median_ns"].items()})
-            row["peak_memory_mib"] = v["peak_memory_bytes"] / 2**20
-            row["first_call_s"] = v["first_call_ns"] / 1e9
-            row["warmup_s"] = v["warmup"]["median_s"]
-            row["warmup_stops"] = ", ".join(f"{k} {n}" for k, n in v["warmup"]["stops"].items())
-            row["timed_steps"] = " ".join(map(str, v["trial_length"]["timed_steps"]))
-        row["health"] = "; ".join(v["health"])
+        if v.measured is not None:
+            row.update(_measured_columns(v.measured))
+        row["health"] = "; ".join(v.health)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _measured_columns(m: Measured) -> dict[str, Any]:
+    """A measured variant's columns of variants.csv (warm-up and trial length: None in a
+    version 1 summary, which lacks them)."""
+    steps = m.step_ns
+    row: dict[str, Any] = {f"{p}_ms": getattr(steps, p) / 1e6 for p in ("p50", "p90", "p95", "p99")}
+    row["bounded_percentiles"] = " ".join(steps.bounded_percentiles)
+    row["throughput"] = m.throughput
+    row.update({f"{k}_ms": _ms(t) for k, t in m.phase_median_ns.items()})
+    row["peak_memory_mib"] = m.peak_memory_bytes / 2**20
+    row["first_call_s"] = m.first_call_ns / 1e9
+    row["warmup_s"] = m.warmup.median_s if m.warmup else None
+    stops = m.warmup.stops.items() if m.warmup else ()
+    row["warmup_stops"] = ", ".join(f"{k} {n}" for k, n in stops)
+    timed = m.trial_length.timed_steps if m.trial_length else []
+    row["timed_steps"] = " ".join(map(str, timed))
+    return row
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 def numerics_frame(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> pd.DataFrame:
@@ -166,11 +190,7 @@ def numerics_frame(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> pd.
     return pd.DataFrame(rows)
 
 
-def _fmt(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def load(sweep_dir: str | Path, summary: dict[str, Any] | None = None) -> Report:
+def load(sweep_dir: str | Path, summary: Summary | None = None) -> Report:
     """Analyse a sweep directory from its records and build every table (``summary``:
     the analysis just computed from the same records, to save doing it twice)."""
     sweep_dir = Path(sweep_dir)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from perflab.config.plan import SENTINEL
+from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.report.text import esc, table
+from perflab.summary_variants import Measured, Telemetry
 
 MIB = 2**20
 
@@ -16,9 +17,10 @@ def _mib(value: Any) -> str:
     return "-" if value is None else f"{value / MIB:,.1f}"
 
 
-def _phase_cells(entry: dict[str, Any], phases: list[str]) -> list[str]:
-    """Per phase: allocated (peak within the phase) on CUDA, RSS on CPU, in MiB."""
-    by_phase = {row["phase"]: row for row in entry.get("memory_by_phase") or []}
+def _phase_cells(entry: Measured, phases: list[str]) -> list[str]:
+    """Per phase: allocated (peak within the phase) on CUDA, RSS on CPU, in MiB (the
+    rows are the trial record's memory.phases: their keys are the record's)."""
+    by_phase = {row["phase"]: row for row in entry.memory_by_phase}
     cells = []
     for phase in phases:
         row = by_phase.get(phase)
@@ -31,35 +33,39 @@ def _phase_cells(entry: dict[str, Any], phases: list[str]) -> list[str]:
     return cells
 
 
-def _telemetry_cell(t: dict[str, Any]) -> str:
-    if not t.get("available"):
+def _telemetry_cell(t: Telemetry | None) -> str:
+    if t is None or not t.available:
         return "-"
     parts = []
-    if t.get("util_pct_median") is not None:
-        parts.append(f"util {t['util_pct_median']:.0f} %")
-    if t.get("clock_ratio_median") is not None:
-        parts.append(f"SM clock {t['clock_ratio_median']:.0%} of max")
-    if t.get("temperature_c_max") is not None:
-        parts.append(f"<= {t['temperature_c_max']:.0f} C")
-    if t.get("power_w_median") is not None:
-        parts.append(f"{t['power_w_median']:.0f} W")
+    if t.util_pct_median is not None:
+        parts.append(f"util {t.util_pct_median:.0f} %")
+    if t.clock_ratio_median is not None:
+        parts.append(f"SM clock {t.clock_ratio_median:.0%} of max")
+    if t.temperature_c_max is not None:
+        parts.append(f"<= {t.temperature_c_max:.0f} C")
+    if t.power_w_median is not None:
+        parts.append(f"{t.power_w_median:.0f} W")
     return ", ".join(parts) or "sampled, no readings"
 
 
 def resources_section(report: Report) -> list[str]:
     # the A/A sentinel runs the baseline's settings: its memory is the baseline's
-    entries = [v for v in report.summary["variants"] if v.get("step_ns") and v["name"] != SENTINEL]
+    entries = [
+        (v.label, v.measured)
+        for v in report.summary.variants
+        if v.measured is not None and v.name != SENTINEL
+    ]
     if not entries:
         return []
-    phases = list(dict.fromkeys(r["phase"] for v in entries for r in v.get("memory_by_phase", [])))
-    cuda = any(v.get("memory_kind") == "cuda_allocator" for v in entries)
+    phases = list(dict.fromkeys(r["phase"] for _, m in entries for r in m.memory_by_phase))
+    cuda = any(m.memory_kind == "cuda_allocator" for _, m in entries)
     telemetry = next(
-        (v["telemetry"] for v in entries if (v.get("telemetry") or {}).get("available")), None
+        (m.telemetry for _, m in entries if m.telemetry and m.telemetry.available), None
     )
     rows = [
-        [esc(v["label"]), _mib(v.get("peak_memory_bytes")), *_phase_cells(v, phases)]
-        + ([_telemetry_cell(v.get("telemetry") or {})] if telemetry else [])
-        for v in entries
+        [esc(label), _mib(m.peak_memory_bytes), *_phase_cells(m, phases)]
+        + ([_telemetry_cell(m.telemetry)] if telemetry else [])
+        for label, m in entries
     ]
     header = ["variant", "peak MiB", *[f"after {p}" for p in phases]]
     header += ["GPU telemetry"] if telemetry else []
@@ -69,12 +75,13 @@ def resources_section(report: Report) -> list[str]:
         if cuda
         else "process RSS in MiB at the end of each phase"
     )
+    first = entries[0][1].telemetry
     note = (
-        f"GPU telemetry from NVML during the timed blocks ({esc(telemetry['device'])}): "
+        f"GPU telemetry from NVML during the timed blocks ({esc(telemetry.device)}): "
         "medians over the trials; a low clock or a slowdown reason is raised as a health flag."
         if telemetry
         else "GPU telemetry: none ("
-        + esc((entries[0].get("telemetry") or {}).get("reason", "not recorded"))
+        + esc(first.reason if first and first.reason is not None else "not recorded")
         + ")."
     )
     return [

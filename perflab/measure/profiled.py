@@ -1,0 +1,132 @@
+"""The profiled trial: built like a timed one, then stepped under torch.profiler in its own
+process, so profiling never shares a process with the timings. Writes profile.json, the
+Chrome trace and, when asked, a CUDA memory snapshot."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from perflab.isolation import output_to
+from perflab.measure import knobs
+from perflab.measure.preflight import user_code_importable
+from perflab.measure.resolve import resolve
+from perflab.measure.steps import (
+    INFER_PHASES,
+    TRAIN_PHASES,
+    Prepared,
+    first_call,
+    make_step,
+    prepare,
+)
+from perflab.measure.timing import make_timer
+from perflab.measure.trial import settings_of
+from perflab.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
+from perflab.trial_request import TrialRequest
+
+# allocation events kept for the snapshot: enough for a few steps of a large model
+MEMORY_HISTORY_ENTRIES = 100_000
+
+
+def run_profile(request: TrialRequest) -> str:
+    """The profiling trial: build the variant like a timed trial, run its first call and
+    a few unprofiled steps (the overhead reference), then profile; write profile.json
+    and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
+    Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
+    with output_to(log_beside(request.record_path)):
+        return _profile(request)
+
+
+def _profile(request: TrialRequest) -> str:
+    from perflab.profile import attribution
+    from perflab.profile import capture as profiling
+    from perflab.profile.profile_file import TOP_OPS
+
+    cfg = request.config
+    user_code_importable(request)
+    resolved = resolve(cfg)
+    knobs.apply_threads(cfg.threads)
+    knobs.apply_seed(cfg.seed)
+    knobs.apply_matmul_precision(cfg.matmul_precision)
+    knobs.apply_cudnn_benchmark(cfg.cudnn_benchmark, resolved.device)
+    if resolved.compile_mode is not None:
+        # Inductor names its C++ kernels in the profiler only when asked before compiling.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
+    prep = prepare(cfg, resolved)
+    step = make_step(cfg, resolved, prep)
+    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    first_call(step, prep, make_timer(resolved.device, capacity=2))
+    unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
+    p = cfg.profiling
+    out = Path(request.record_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    snapshot = _start_memory_snapshot(p.memory_snapshot, resolved.device)
+    prof, profiled_s = profiling.profile_steps(
+        step,
+        prep.workload.batches,
+        phases,
+        resolved.device,
+        {"wait": p.wait, "warmup": p.warmup, "active": p.active},
+        p.shapes,
+        p.memory,
+        p.stacks,
+    )
+    trace = profiling.export_trace(prof, out.parent)
+    extras = {
+        "memory_snapshot": _finish_memory_snapshot(snapshot, out),
+        "host_annotations": attribution.host_table(trace, TOP_OPS),
+    }
+    stored = profiling.write_trace(trace, out.parent, int(p.max_trace_mb * 2**20))
+    reference = sorted(unprofiled)[1]
+    profiling.write_profile(
+        out,
+        variant={"choices": request.choices, "settings": settings_of(cfg, resolved)},
+        device=resolved.device,
+        rows=profiling.op_rows(prof),
+        trace=stored,
+        profiled_steps=p.active,
+        busy=profiling.busy_time(list(prof.events())) if resolved.device != "cuda" else {},
+        extras=extras,
+        # on CUDA, every kernel counted once under the operator that launched it
+        device_side=(attribution.attribute(trace, TOP_OPS) if resolved.device == "cuda" else None),
+        overhead={
+            "unprofiled_step_s": reference,
+            "profiled_step_s": profiled_s,
+            "ratio": profiled_s / reference if reference else float("nan"),
+        },
+    )
+    return "ok"
+
+
+def _start_memory_snapshot(requested: bool, device: str) -> str | None:
+    """Start recording allocator history for a memory snapshot when asked and possible;
+    return why not otherwise."""
+    if not requested:
+        return "off (profiling.memory_snapshot=false)"
+    if device != "cuda":
+        return f"not available on {device}: the snapshot records the CUDA caching allocator"
+    torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
+    return None
+
+
+def _finish_memory_snapshot(not_started: str | None, out: Path) -> dict[str, Any]:
+    if not_started is not None:
+        return {"file": None, "note": not_started}
+    path = out.with_name(MEMORY_SNAPSHOT_FILE)
+    # A pickle, because that is the visualizer's format; perflab writes it, never loads it.
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return {"file": path.name, "note": "open it in https://pytorch.org/memory_viz"}
+
+
+def _wall_step(step: Any, prep: Prepared, device: str) -> float:
+    start = time.perf_counter()
+    step(prep.workload.batches, lambda: None)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start

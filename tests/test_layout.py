@@ -1,0 +1,79 @@
+"""The layout a newcomer reads is the layout that ships (device=cpu: nothing runs here).
+
+The import contracts themselves are checked by `lint-imports` in .ci/run; these tests
+keep the packaging, the README's tree and the docs' links true to the tree on disk.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PERFLAB = ROOT / "perflab"
+
+
+def _packages_on_disk() -> list[str]:
+    found = []
+    for init in PERFLAB.rglob("__init__.py"):
+        if "__pycache__" in init.parts:
+            continue
+        found.append(".".join(init.parent.relative_to(ROOT).parts))
+    return sorted(found)
+
+
+def test_every_package_is_in_the_wheel():
+    """A sub-package missing from [tool.setuptools] packages imports from a source tree
+    and an editable install but is absent from a built wheel."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    missing = [p for p in _packages_on_disk() if p not in listed]
+    assert not missing, f"add to pyproject.toml [tool.setuptools] packages: {missing}"
+
+
+def _readme_tree() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Layout") :]
+    return section[: section.index("```", section.index("```") + 3)]
+
+
+def test_the_readme_tree_names_every_sub_package_and_top_level_module():
+    tree = _readme_tree()
+    names = [p.name + "/" for p in PERFLAB.iterdir() if (p / "__init__.py").is_file()]
+    names += [p.name for p in PERFLAB.glob("*.py") if p.name != "__init__.py"]
+    missing = [n for n in sorted(names) if not re.search(rf"(?<![\w/]){re.escape(n)}", tree)]
+    assert not missing, f"README.md's Layout does not name {missing}"
+
+
+def test_the_readme_tree_names_nothing_that_is_gone():
+    tree = _readme_tree()
+    lines = [line for line in tree.splitlines() if line.startswith("  ")]
+    named = {n for line in lines for n in re.findall(r"\b([a-z_]+(?:\.py|/))", line)}
+    gone = [n for n in sorted(named) if not (PERFLAB / n.rstrip("/")).exists()]
+    assert not gone, f"README.md's Layout names {gone}, which perflab/ does not have"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p.relative_to(ROOT) for p in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md")])
+)
+def test_relative_links_point_at_files_that_exist(path):
+    text = (ROOT / path).read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    broken = [t for t in local if not ((ROOT / path).parent / t).exists()]
+    assert not broken, f"{path}: links to missing files {broken}"
+
+
+def test_no_source_cites_a_file_outside_the_repository():
+    """perflab's own design doc is docs/design.md; the design notes it grew from are not
+    shipped, so a comment citing them points nowhere."""
+    cited = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in [*PERFLAB.rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"(?<![\w/])DESIGN\.md|/work/shared|\.\./shared/", line)
+    ]
+    assert not cited, f"cite docs/design.md instead: {cited}"
