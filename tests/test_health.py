@@ -293,6 +293,6 @@ def test_a_stalling_model_is_flagged(tmp_path, make_config):
     ids=["mlp", "convnet"],
 )
 def test_ordinary_models_get_neither_flag(tmp_path, make_config, overrides):
-    record, health = _trial(tmp_path, make_config(*overrides))
+    record, flags = _trial(tmp_path, make_config(*overrides))
     assert health.growth(record.memory[SAMPLE_BYTES], 1) is not None  # the rule ran
-    assert not _has(health, LEAK) and not _has(health, STALL), health
+    assert not _has(flags, LEAK) and not _has(flags, STALL), flags
