@@ -40,7 +40,7 @@ from perflab import cli, exits
 from perflab.config import schema as config
 from perflab.config import vocabulary
 from perflab.errors import ConfigError, PerflabError, format_value, printable
-from perflab.experiment import launcher
+from perflab.experiment import runner
 from perflab.measure import resolve
 from perflab.measure import sizes as size_rules
 
@@ -116,8 +116,8 @@ def run_perflab(
         mp.setattr(sys, "path", list(sys.path))  # check_settings adds the working dir
         mp.setattr(exits, "_pending", [])
         mp.setattr(cli, "run_single", single_run)
-        mp.setattr(launcher, "check_all", _sweep_checks)
-        mp.setattr(launcher, "run_experiment", _measured)
+        mp.setattr(runner, "check_all", _sweep_checks)
+        mp.setattr(runner, "run_experiment", _measured)
         mp.setattr("perflab.experiment.scaleout.launch_groups", _measured)
         try:
             with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):

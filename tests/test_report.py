@@ -13,7 +13,7 @@ import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
-from perflab.records import write_json_atomic
+from perflab.records import load_record, write_json_atomic, write_record
 from perflab.report import load, write_report
 from perflab.report.cli import GATES
 from perflab.report.markdown import esc
@@ -264,3 +264,18 @@ def test_control_characters_and_pipes_cannot_change_the_markdown(tmp_path):
             header = 0
     assert esc("a\nb|c\x1b[31m\u2028") == "a\\\\nb\\|c\\\\x1b\\[31m\\\\u2028"
     assert table(["a", "b"], [["x|y", "z\nw"]])[2] == "| x\\|y | z\\nw |"
+
+
+def test_outputs_of_another_shape_are_a_numerics_change_not_a_crash(tmp_path):
+    """device=cpu (no trial runs): the variant's probe has another output shape, so the
+    comparison has a reason instead of an error to show; the headline and the numerics
+    table say it."""
+    make_sweep(tmp_path)
+    path = tmp_path / "1" / "trials" / "r000.json"
+    record = load_record(path)
+    assert record.probe is not None
+    record.probe.output_shape = [4]
+    write_record(path, record)
+    text = write_report(load(tmp_path)).read_text()
+    assert r"**numerics CHANGED** (output shapes differ: \[2, 2\] vs \[4\])" in text
+    assert text.count("output shapes differ") == 2  # the headline and the table

@@ -312,7 +312,8 @@ def test_slurm_job_that_ended_without_a_result_is_a_failed_group(
     on forever (seen with scancel of a pending job on the single-node cluster)."""
     calls = _squeue(tmp_path, monkeypatch, squeue)
     said: list[str] = []
-    task = SimpleNamespace(key="batch_size=3", sweep_dir=str(tmp_path / "groups" / "batch_size=3"))
+    where = SimpleNamespace(sweep_dir=tmp_path / "groups" / "batch_size=3")
+    task = SimpleNamespace(key="batch_size=3", sweep=where)
     entry = scaleout._wait(task, _SlurmJob(tmp_path, None), 0.0, said.append, slurm=True)
     assert (entry["key"], entry["dir"], entry["job_id"], entry["state"]) == (
         "batch_size=3",
@@ -336,7 +337,8 @@ def test_slurm_job_that_ended_without_a_result_is_a_failed_group(
 )
 def test_slurm_job_still_queued_is_waited_for(tmp_path, monkeypatch, squeue):
     calls = _squeue(tmp_path, monkeypatch, squeue)
-    task = SimpleNamespace(key="batch_size=3", sweep_dir=str(tmp_path / "groups" / "batch_size=3"))
+    where = SimpleNamespace(sweep_dir=tmp_path / "groups" / "batch_size=3")
+    task = SimpleNamespace(key="batch_size=3", sweep=where)
     entry = scaleout._wait(task, _SlurmJob(tmp_path, 5), 0.0, lambda _: None, slurm=True)
     assert (entry["state"], entry["stop_reason"], entry["job_id"]) == ("done", "max rounds", "42")
     assert calls.read_text().count("--jobs=42") >= 2  # asked, and went on waiting

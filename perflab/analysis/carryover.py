@@ -35,6 +35,7 @@ from scipy import stats as sps
 from perflab.analysis.stats import holm, trial_cost
 from perflab.config.plan import Plan
 from perflab.records import TrialRecord
+from perflab.summary_file import CarryOverEffect
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,6 @@ class TrialInOrder:
     log_cost: float | None
     # configuration of the trial that ran just before; None for the first of a session
     after: str | None
-
-
-@dataclass(frozen=True)
-class CarryOver:
-    # the predecessor configuration, and the reference it is compared with
-    after: str
-    reference: str
-    # relative change of a trial's cost when it follows ``after`` instead of
-    # ``reference`` (+0.05: 5 % slower), with its interval
-    effect: float
-    low: float
-    high: float
-    # Holm-adjusted across the predecessors of the experiment
-    p_adjusted: float
-    trials: int
 
 
 @dataclass(frozen=True)
@@ -92,19 +78,19 @@ class Fit:
         p = float(2 * sps.t.sf(abs(est) / se, self.dof)) if se > 0 else float(est == 0)
         return est, est - half, est + half, p
 
-    def carryovers(self, level: float) -> list[CarryOver]:
+    def carryovers(self, level: float) -> list[CarryOverEffect]:
         """One row per predecessor other than the reference, Holm-adjusted across them."""
         rows = [(after, *self._contrast({k: 1.0}, level)) for after, k in self.after_column.items()]
         adjusted = holm([r[4] for r in rows])
         return [
-            CarryOver(
-                after,
-                self.reference,
-                math.expm1(est),
-                math.expm1(low),
-                math.expm1(high),
-                p_adj,
-                self.trials_after[after],
+            CarryOverEffect(
+                after=after,
+                reference=self.reference,
+                effect=math.expm1(est),
+                low=math.expm1(low),
+                high=math.expm1(high),
+                p_adjusted=p_adj,
+                trials=self.trials_after[after],
             )
             for (after, est, low, high, _), p_adj in zip(rows, adjusted, strict=True)
         ]
@@ -167,7 +153,7 @@ def fit(trials: Sequence[TrialInOrder], reference: str | None = None) -> Fit | N
 
 def estimate(
     trials: Sequence[TrialInOrder], level: float = 0.95, reference: str | None = None
-) -> list[CarryOver]:
+) -> list[CarryOverEffect]:
     """The carry-over of each predecessor configuration (empty when it cannot be fitted)."""
     result = fit(trials, reference)
     return [] if result is None else result.carryovers(level)
@@ -179,7 +165,9 @@ def estimate(
 CARRYOVER_ALPHA = 0.01
 
 
-def flagged(rows: Sequence[CarryOver], alpha: float = CARRYOVER_ALPHA) -> list[CarryOver]:
+def flagged(
+    rows: Sequence[CarryOverEffect], alpha: float = CARRYOVER_ALPHA
+) -> list[CarryOverEffect]:
     """The carry-overs whose Holm-adjusted p-value is below ``alpha``."""
     return [r for r in rows if r.p_adjusted < alpha]
 
@@ -223,7 +211,7 @@ def in_order(
     return out
 
 
-def findings(plan: Plan, rows: list[CarryOver]) -> list[str]:
+def findings(plan: Plan, rows: list[CarryOverEffect]) -> list[str]:
     return [
         f"carry-over: trials that follow {plan.by_name(c.after).label} run {c.effect:+.1%} "
         f"[{c.low:+.1%}, {c.high:+.1%}] compared with those that follow "

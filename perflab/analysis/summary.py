@@ -26,7 +26,7 @@ from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import RecordError
 from perflab.records import TrialRecord, load_record
 from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.sweepdir import EXPERIMENT_FILE, trial_records
 
 # Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
 EXPLORATORY_COMPARISONS = 20
@@ -107,7 +107,7 @@ def load_trials(
     trials: dict[str, dict[int, TrialRecord]] = {}
     for variant in plan.variants:
         by_round: dict[int, TrialRecord] = {}
-        for path in sorted((Path(sweep_dir) / variant.dir / "trials").glob("r*.json")):
+        for path in trial_records(Path(sweep_dir) / variant.dir):
             try:
                 record = _load_trial(path)
             except RecordError as exc:

@@ -24,16 +24,28 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from perflab import exits
-from perflab.config.plan import Job, build_plan, override_key
+from perflab.config.plan import Job, assignments, build_plan, override_key
 from perflab.config.schema import PerflabConfig
 from perflab.console_streams import copy_console_to
-from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted, no_space
-from perflab.experiment import resume
+from perflab.errors import OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
-from perflab.experiment.schedule import check_all, make_runs, run_experiment, run_profiles
+from perflab.experiment.runner import SweepSetup, run_sweep
+from perflab.experiment.schedule import make_runs
 from perflab.records import check_writable
 from perflab.summary_file import Summary
-from perflab.sweepdir import CHECK_LOG, CONSOLE_LOG, SWEEP_MARKERS, SweepLock, check_output_dir
+from perflab.sweepdir import (
+    CHECK_LOG,
+    CONSOLE_LOG,
+    GROUPS_FILE,
+    LOG_SUFFIX,
+    PROFILE_DIR,
+    SUMMARY_FILE,
+    SWEEP_MARKERS,
+    TRIALS_DIR,
+    SweepLock,
+    check_output_dir,
+    trial_records,
+)
 
 FIELD = "hydra.sweep.dir"
 
@@ -172,33 +184,33 @@ def _launch(
         invocation,
         sweep_dir,
     )
-    # the same experiment may resume in this directory; another one is refused (exit 2)
-    fingerprint = resume.fingerprint(dicts, invocation)
-    previous = resume.previous(sweep_dir, plan, fingerprint)
-    for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
-        print(f"perflab: warning: {warning}")
-    for variant in plan.variants:
-        source = by_name[variant.source]
-        _save_hydra_files(source, sweep_dir / variant.dir)
-    print(
-        f"perflab: {len(jobs)} variant(s) + A/A sentinel, interleaved rounds; "
-        f"sweep directory {sweep_dir}"
-        if schedule.sentinel
-        else f"perflab: {len(jobs)} variant(s), interleaved rounds; sweep directory {sweep_dir}"
+    setup = SweepSetup(
+        plan,
+        runs,
+        schedule,
+        sweep_dir,
+        dicts,
+        invocation,
+        first.profile,
+        publish=Path(first.report.dir) if first.report.dir else None,
     )
+
+    def checked() -> None:
+        for variant in plan.variants:
+            _save_hydra_files(by_name[variant.source], sweep_dir / variant.dir)
+        sentinel = " + A/A sentinel" if schedule.sentinel else ""
+        print(
+            f"perflab: {len(jobs)} variant(s){sentinel}, interleaved rounds; "
+            f"sweep directory {sweep_dir}"
+        )
+
     try:
-        summary = run_experiment(plan, runs, schedule, sweep_dir, print, fingerprint, previous)
+        result = run_sweep(setup, print, checked)
     except OutputLost as exc:
         if exc.summary is not None:
             print(experiment_table(Summary.from_dict(exc.summary)))
         raise
-    interrupted = summary.stop_reason == "interrupted"
-    if first.profile and not interrupted:
-        try:
-            run_profiles(plan, runs, print)
-        except KeyboardInterrupt:
-            interrupted = True
-            print("perflab: profiling interrupted; the timed rounds are complete")
+    summary = result.summary
     logs = trial_logs(sweep_dir)
     if logs:
         print(
@@ -206,39 +218,24 @@ def _launch(
             f"prints) is in {len(logs)} log file(s) beside their records, e.g. {logs[0]}"
         )
     print(experiment_table(summary))
-    _write_reports(sweep_dir, summary, first.report.dir)
+    print(f"report: {result.report}")
+    if result.published:
+        print(f"report published: {result.published}")
     failed = [v.label for v in summary.variants if v.failed]
     if failed:
         exits.report(
             exits.EXIT_FAILED,
-            f"trials failed in: {'; '.join(failed)}; see {sweep_dir / 'summary.json'}",
+            f"trials failed in: {'; '.join(failed)}; see {sweep_dir / SUMMARY_FILE}",
         )
-    if interrupted:
+    if result.interrupted:
         exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
     return [_variant_return(j, summary) for j in jobs]
-
-
-def _write_reports(sweep_dir: Path, summary: Summary, published: str | None) -> None:
-    from perflab.report import load, write_report
-
-    try:
-        report = load(sweep_dir, summary)
-        print(f"report: {write_report(report)}")
-        if published:
-            print(f"report published: {write_report(report, Path(published))}")
-    except OSError as exc:
-        if no_space(exc):
-            raise DiskFull(
-                f"no space left for the report ({exc.filename}); the records and "
-                f"summary.json are complete: free space, then run perflab-report {sweep_dir}"
-            ) from exc
-        raise
 
 
 def trial_logs(sweep_dir: Path) -> list[Path]:
     """The logs that trial, profiling and check processes left in a sweep directory (a
     log exists only when its process printed something; perflab.isolation.output_to)."""
-    patterns = ("*/trials/*.log", "*/profile/*.log", f"*/{CHECK_LOG}")
+    patterns = (f"*/{TRIALS_DIR}/*{LOG_SUFFIX}", f"*/{PROFILE_DIR}/*{LOG_SUFFIX}", f"*/{CHECK_LOG}")
     return [p for pattern in patterns for p in sorted(sweep_dir.glob(pattern))]
 
 
@@ -270,11 +267,8 @@ def _output_lost(sweep_dir: Path, exc: OutputLost) -> str:
 
 def finished_trials(sweep_dir: Path) -> dict[str, int]:
     """Trial records on disk per job directory (the sentinel's included)."""
-    counts: dict[str, int] = {}
-    for record in sorted(sweep_dir.glob("*/trials/r*.json")):
-        job = record.parent.parent.name
-        counts[job] = counts.get(job, 0) + 1
-    return counts
+    jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir())
+    return {job.name: n for job in jobs if (n := len(trial_records(job)))}
 
 
 def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
@@ -304,12 +298,14 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
                 ([f"group jobs failed: {', '.join(lost)}"] if lost else [])
                 + ([f"trials failed in: {'; '.join(failed)}"] if failed else [])
             )
-            + f"; see {sweep_dir / 'groups.json'}",
+            + f"; see {sweep_dir / GROUPS_FILE}",
         )
     if interrupted:
         exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
+    # each job answers with its own group's result (the key scaleout.split gave it)
     by_key = {r["key"]: r for r in results}
-    return [_job_return(j, by_key) for j in jobs]
+    group_by = jobs[0].config.scaleout.group_by
+    return [_job_return(j, by_key.get(assignments(_values(j), group_by))) for j in jobs]
 
 
 def _values(job: ComposedJob) -> dict[str, Any]:

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.config.plan import BUILTIN_TREATMENTS, Job, Plan, assignments, swept_keys
-from perflab.config.schema import PerflabConfig, ScaleOutConfig, ScheduleConfig
+from perflab.config.plan import BUILTIN_TREATMENTS, Job, assignments, swept_keys
+from perflab.config.schema import PerflabConfig, ScaleOutConfig
 from perflab.errors import ConfigError
+from perflab.experiment.runner import SweepSetup
 from perflab.records import write_json_atomic
 from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
 
@@ -45,22 +46,13 @@ class Group:
 
 @dataclass
 class GroupTask:
-    """What one group's job receives: plain data, shipped by submitit."""
+    """What one group's job receives: plain data, shipped by submitit. ``sweep.check``:
+    resolve every variant in the job before measuring (on SLURM the submitting machine
+    is not the one that runs the group; locally the launcher checked already)."""
 
     key: str
-    sweep_dir: str
-    plan: Plan
-    # perflab.experiment.schedule.VariantRun by variant name
-    runs: dict[str, Any]
-    schedule: ScheduleConfig
-    profile: bool
-    # each job's composed config (by variant source name) and the CLI's invocation: the
-    # job fingerprints its experiment on the machine that runs it, to resume it safely
-    configs: dict[str, dict[str, Any]]
-    invocation: dict[str, Any]
-    # resolve every variant in the job before measuring (on SLURM the submitting machine
-    # is not the one that runs the group; locally the launcher checked already)
-    check: bool = False
+    # the group's own sweep, measured in the job by perflab.experiment.runner.run_sweep
+    sweep: SweepSetup
 
 
 def check_group_by(group_by: list[str], jobs: list[Job], declared: dict[str, Any]) -> None:
@@ -96,49 +88,27 @@ def split(jobs: list[Job], group_by: list[str]) -> list[Group]:
 
 def run_group(task: GroupTask) -> dict[str, Any]:
     """One group's whole experiment, in its job: rounds, profiles, its own report. A
-    re-run into the same sweep directory resumes the group (perflab.experiment.resume); Ctrl-C or
-    SIGTERM (how SLURM stops a job) keeps the finished trials and writes the report."""
+    re-run into the same sweep directory resumes the group (perflab.experiment.resume);
+    Ctrl-C or SIGTERM (how SLURM stops a job) keeps the finished trials and writes the
+    report."""
     import socket
 
     from perflab import exits
-    from perflab.experiment import resume
-    from perflab.experiment.schedule import check_all, run_experiment, run_profiles
-    from perflab.report import load, write_report
+    from perflab.experiment.runner import run_sweep
 
-    sweep_dir = Path(task.sweep_dir)
-    say = _prefixed(task.key)
     start = time.monotonic()
-    fingerprint = resume.fingerprint(task.configs, task.invocation)
-    previous = resume.previous(sweep_dir, task.plan, fingerprint)
-    if task.check:
-        for warning in sorted({w for ws in check_all(task.runs).values() for w in ws}):
-            say(f"warning: {warning}")
     with exits.sigterm_interrupts():
-        summary = run_experiment(
-            task.plan, task.runs, task.schedule, sweep_dir, say, fingerprint, previous
-        )
-        experiment_s = time.monotonic() - start
-        stop = summary.stop_reason
-        if task.profile and stop != "interrupted":
-            try:
-                run_profiles(task.plan, task.runs, say)
-            except KeyboardInterrupt:
-                stop = "interrupted"
-        profiles_s = time.monotonic() - start - experiment_s
-        report = write_report(load(sweep_dir, summary))
+        result = run_sweep(task.sweep, _prefixed(task.key))
+    sweep_dir = task.sweep.sweep_dir
     return {
         "key": task.key,
         "dir": sweep_dir.name,
         "hostname": socket.gethostname(),
-        "stop_reason": stop,
-        "failed": [v.label for v in summary.variants if v.failed],
-        "report": str(report.relative_to(sweep_dir)),
+        "stop_reason": "interrupted" if result.interrupted else result.summary.stop_reason,
+        "failed": [v.label for v in result.summary.variants if v.failed],
+        "report": str(result.report.relative_to(sweep_dir)),
         "seconds": round(time.monotonic() - start, 3),
-        "phases_s": {
-            "experiment": round(experiment_s, 3),
-            "profiles": round(profiles_s, 3),
-            "report": round(time.monotonic() - start - experiment_s - profiles_s, 3),
-        },
+        "phases_s": result.phases_s,
     }
 
 
@@ -314,7 +284,7 @@ def _wait(
 def _failed(task: GroupTask, job: Any, error: str) -> dict[str, Any]:
     return {
         "key": task.key,
-        "dir": Path(task.sweep_dir).name,
+        "dir": task.sweep.sweep_dir.name,
         "job_id": str(job.job_id),
         "state": "failed",
         "error": error,
@@ -327,7 +297,7 @@ def _write_index(sweep_dir: Path, tasks: list[GroupTask], results: list[dict[str
         sweep_dir / GROUPS_FILE,
         {
             "groups": [
-                done.get(t.key, {"key": t.key, "dir": Path(t.sweep_dir).name, "state": "pending"})
+                done.get(t.key, {"key": t.key, "dir": t.sweep.sweep_dir.name, "state": "pending"})
                 for t in tasks
             ]
         },
@@ -394,14 +364,16 @@ def launch_groups(
         tasks.append(
             GroupTask(
                 group.key,
-                str(directory),
-                plan,
-                runs,
-                sched,
-                first.profile,
-                configs,
-                invocation,
-                check=cfg.executor != "local",
+                SweepSetup(
+                    plan,
+                    runs,
+                    sched,
+                    directory,
+                    configs,
+                    invocation,
+                    first.profile,
+                    check=cfg.executor != "local",
+                ),
             )
         )
     say(

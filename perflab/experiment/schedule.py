@@ -41,10 +41,11 @@ from perflab.summary_file import Summary
 from perflab.sweepdir import (
     CHECK_LOG,
     EXPERIMENT_FILE,
-    PROFILE_FILE,
     REJECTED_SUFFIX,
     SUMMARY_FILE,
     log_beside,
+    profile_record,
+    trial_record,
 )
 from perflab.trial_request import (
     CHECK_SETTINGS,
@@ -121,7 +122,7 @@ def run_one(
 ) -> TrialRecord:
     """One trial of a variant in a fresh process. The first trial of each configuration
     runs to the trial bounds and fixes the length of its later ones (``lengths``)."""
-    path = run.job_dir / "trials" / f"r{round_:03d}.json"
+    path = trial_record(run.job_dir, round_)
     length = lengths.get(run.config)
     request = dataclasses.replace(
         run.request,
@@ -388,7 +389,7 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
     variants = [v for v in plan.variants if v.name != SENTINEL]
     for i, variant in enumerate(variants, 1):
         run = runs[variant.name]
-        path = run.job_dir / "profile" / PROFILE_FILE
+        path = profile_record(run.job_dir)
         if path.exists():
             say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
             continue

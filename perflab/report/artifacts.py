@@ -21,12 +21,11 @@ from perflab.atomic import replaced_whole
 from perflab.config.plan import Variant
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.sweepdir import TRACE_FILE
+from perflab.sweepdir import PROFILE_DIR, TRACE_FILE
 
 TRACES_DIR = "traces"
 SNAPSHOTS_DIR = "memory_snapshots"
 # where the profiling trial writes its files, relative to the variant's job directory
-PROFILE_DIR = "profile"
 
 # A folder name keeps letters, digits and . _ - = , + (the characters of Hydra's own
 # override_dirname, "amp=true,batch_size=32"); any other run of characters becomes "_".

@@ -37,6 +37,18 @@ def _timing_label(report: Report, name: str) -> str:
     return INTERPRETER_LABEL if fused.get("timing_representative") is False else ""
 
 
+def _numerics_check(n: dict[str, Any]) -> str:
+    """The headline's word on a variant's numerics. Outputs of different shapes have no
+    error to show (compare_probes gives the reason instead): the table's row may lack the
+    column altogether, or hold NaN there when other rows have it."""
+    if n.get("ok") is None:
+        return "numerics not checked"
+    err = n.get("max_rel_err")
+    measured = isinstance(err, (int, float)) and math.isfinite(err)
+    detail = f"max rel err {err:.1e}" if measured else esc(str(n.get("reason", "not compared")))
+    return f"numerics OK ({detail})" if n["ok"] else f"**numerics CHANGED** ({detail})"
+
+
 def headline(report: Report) -> list[str]:
     s, lines = report.summary, []
     level = f"{s.ci_level:.0%}"
@@ -49,14 +61,7 @@ def headline(report: Report) -> list[str]:
         if c["speedup"] is None or (isinstance(c["speedup"], float) and math.isnan(c["speedup"])):
             lines.append(f"- {what}: no paired rounds, no estimate")
             continue
-        n = numerics.get(c["variant"], {})
-        check = (
-            "numerics not checked"
-            if n.get("ok") is None
-            else f"numerics OK (max rel err {n['max_rel_err']:.1e})"
-            if n["ok"]
-            else f"**numerics CHANGED** (max rel err {n['max_rel_err']:.1e})"
-        )
+        check = _numerics_check(numerics.get(c["variant"], {}))
         lines.append(
             f"- {what}: {_x(c['speedup'])} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
             f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**; {check}"

@@ -23,6 +23,7 @@ from perflab.profile.profile_file import load_profile
 from perflab.records import TrialRecord
 from perflab.summary_file import Comparison, Summary
 from perflab.summary_variants import Measured
+from perflab.sweepdir import profile_record
 
 # which evidence entry proves each treatment key took effect
 TREATMENT_EVIDENCE = {
@@ -199,9 +200,7 @@ def load(sweep_dir: str | Path, summary: Summary | None = None) -> Report:
     trials = load_trials(sweep_dir, experiment.plan, skipped)
     summary = summary if summary is not None else analyze(experiment, trials)
     plan = experiment.plan
-    profiles = {
-        v.name: load_profile(sweep_dir / v.dir / "profile" / "profile.json") for v in plan.variants
-    }
+    profiles = {v.name: load_profile(profile_record(sweep_dir / v.dir)) for v in plan.variants}
     return Report(
         sweep_dir,
         experiment,
