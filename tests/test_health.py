@@ -17,7 +17,7 @@ from perflab.config.plan import Variant
 from perflab.isolation import run_isolated
 from perflab.measure import memory
 from perflab.measure.steps import run_block
-from perflab.measure.timing import HostTimer
+from perflab.measure.timing import HostTimer, split_marks
 from perflab.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
 from perflab.trial_request import RUN_TRIAL, TrialRequest
 
@@ -173,13 +173,24 @@ def test_the_flags_reach_the_variant_summary():
 # --- the readings ----------------------------------------------------------------------
 
 
-def test_run_block_reads_memory_once_per_sample_after_its_closing_mark():
-    timer, order = HostTimer(), []
+@pytest.mark.parametrize("phase_marks", [True, False])
+def test_the_memory_reading_is_timed_by_no_sample(phase_marks):
+    """device=cpu, a fake clock: a step costs 10, a memory reading 1000. The reading runs
+    once per sample, between its closing mark and the next sample's opening mark, so no
+    sample's time holds any of it."""
+    now, order = [0], []
+    timer = HostTimer(clock=lambda: now[0])
+    group = 1 if phase_marks else 4
 
     def step(source, mark):
         next(source)
+        now[0] += 10
         order.append("step")
         mark()
+
+    def read() -> None:
+        now[0] += 1000
+        order.append("read")
 
     run_block(
         step,
@@ -189,11 +200,14 @@ def test_run_block_reads_memory_once_per_sample_after_its_closing_mark():
         max_steps=8,
         min_s=0,
         max_s=10,
-        group=4,
-        phase_marks=False,
-        after_sample=lambda: order.append("read"),
+        group=group,
+        phase_marks=phase_marks,
+        clock=lambda: now[0],
+        after_sample=read,
     )
-    assert order == (["step"] * 4 + ["read"]) * 2
+    assert order == (["step"] * group + ["read"]) * (8 // group)
+    times = split_marks(*timer.collect(), ("step",), group, gapped=True)
+    assert times.step_ns == [10 * group] * (8 // group)
 
 
 def test_sample_memory_reads_the_process_rss():

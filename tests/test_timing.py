@@ -62,6 +62,18 @@ def test_split_marks_rejects_marks_that_do_not_fit_the_phases():
         split_marks([0, 1, 2], [0, 1, 2], ("data", "h2d", "forward"))
 
 
+def test_gapped_marks_leave_the_time_between_samples_out():
+    # each step opens with its own mark; 20 -> 100 is the untimed gap between the two
+    marks = [0, 5, 6, 20, 100, 107, 108, 120]
+    times = split_marks(marks, marks, ("data", "h2d", "forward"), gapped=True)
+    assert times.step_ns == [20, 20]
+    assert times.phases_ns == {"data": [5, 7], "h2d": [1, 1], "forward": [14, 12]}
+    grouped = split_marks([0, 100, 150, 260], [0, 100, 150, 260], ("step",), 4, gapped=True)
+    assert grouped.step_ns == [100, 110]
+    with pytest.raises(ValueError):
+        split_marks(marks[:-1], marks[:-1], ("data", "h2d", "forward"), gapped=True)
+
+
 class FakeEvent:
     """Stands in for torch.cuda.Event: record() stamps a fake device clock."""
 

@@ -3,9 +3,9 @@
 ``prepare`` applies every knob to the workload; ``make_step`` turns it into a closure that
 calls ``mark`` at the end of each phase; ``run_block`` runs steps until the bounds say
 stop. Only the user's step runs between marks, plus one clock reading per step for the
-time bound (0.55 us per step in all on this project's CPU, benchmarks/RESULTS.md) and, in
-the timed block, one memory reading per sample (~1.5 us on CPU,
-perflab.measure.memory.SampleMemory).
+time bound (0.55 us per step in all on this project's CPU, benchmarks/RESULTS.md). The
+timed block's memory reading per sample (perflab.measure.memory.SampleMemory) runs in an
+untimed gap between one sample's closing mark and the next one's opening mark.
 """
 
 from __future__ import annotations
@@ -177,12 +177,14 @@ def run_block(
     group: int = 1,
     phase_marks: bool = True,
     clock: Callable[[], int] = time.perf_counter_ns,
-    after_sample: Callable[[], None] = _noop,
+    after_sample: Callable[[], None] | None = None,
 ) -> Block:
     """Run steps until the bounds say stop. Marks: one at the start, then either one per
-    phase (``phase_marks``) or one per group of ``group`` steps. ``after_sample`` runs
-    after each sample's closing mark (the timed block's memory reading): its cost falls
-    into the next sample's first phase, as the bound's clock reading does."""
+    phase (``phase_marks``) or one per group of ``group`` steps. With ``after_sample``
+    (the timed block's memory reading) every sample gets its own opening mark, and the
+    reading and the bound check run in the gap between a sample's closing mark and the
+    next one's opening mark, timed by no sample: the marks then come in the layout
+    ``split_marks(..., gapped=True)`` reads."""
     mark = timer.mark
     inner = mark if phase_marks else _noop
     min_ns, max_ns = int(min_s * 1e9), int(max_s * 1e9)
@@ -196,7 +198,8 @@ def run_block(
             continue
         if not phase_marks:
             mark()
-        after_sample()
+        if after_sample is not None:
+            after_sample()
         elapsed = clock() - start
         if steps >= max_steps:
             reason = "max_steps"
@@ -205,6 +208,8 @@ def run_block(
         elif steps >= min_steps and elapsed >= min_ns:
             reason = "min_reached"
         else:
+            if after_sample is not None:
+                mark()  # the next sample opens after the gap
             continue
         timer.sync()
         return Block(steps, (clock() - start) / 1e9, reason)

@@ -119,6 +119,7 @@ def split_marks(
     device: Sequence[int],
     phases: Sequence[str],
     steps_per_sample: int = 1,
+    gapped: bool = False,
 ) -> StepTimes:
     """Turn the marks of one block into step and phase durations.
 
@@ -126,23 +127,24 @@ def split_marks(
     the end of each phase of each step. The first phase ("data", the host blocked on the
     loader) is read from the host clock; every other phase, and the step total, from the
     device clock (identical to the host clock on CPU). With several steps per sample there
-    is one mark per group of steps and no phase split.
+    is one mark per group of steps and no phase split. ``gapped`` (run_block with an
+    ``after_sample``): every sample has its own opening mark, so a sample's marks are
+    not shared with the one before and the time between them is no sample's.
     """
+    width = 1 if steps_per_sample > 1 else len(phases)  # marks closing one sample
+    stride = width + 1 if gapped else width  # marks from one sample's opening to the next
+    shared = 0 if gapped else 1  # the block's first mark, when samples share boundaries
+    if (len(device) - shared) % stride:
+        raise ValueError(f"{len(device)} marks do not fit {width} per sample")
+    bases = range(0, len(device) - shared, stride)
+    totals = [device[b + width] - device[b] for b in bases]
     if steps_per_sample > 1:
-        totals = [device[i + 1] - device[i] for i in range(len(device) - 1)]
         return StepTimes(totals, {}, steps_per_sample)
-    per_step = len(phases)
-    steps = (len(device) - 1) // per_step
-    if len(device) != steps * per_step + 1:
-        raise ValueError(f"{len(device)} marks do not fit {per_step} phases per step")
     phase_ns: dict[str, list[int]] = {name: [] for name in phases}
-    totals = []
-    for step in range(steps):
-        base = step * per_step
-        totals.append(device[base + per_step] - device[base])
-        phase_ns[phases[0]].append(host[base + 1] - host[base])
-        for p in range(1, per_step):
-            phase_ns[phases[p]].append(device[base + p + 1] - device[base + p])
+    for b in bases:
+        phase_ns[phases[0]].append(host[b + 1] - host[b])
+        for p in range(1, width):
+            phase_ns[phases[p]].append(device[b + p + 1] - device[b + p])
     return StepTimes(totals, phase_ns, 1)
 
 

@@ -2,9 +2,10 @@
 
 The order never changes: resolve settings -> build -> apply knobs -> first call timed
 apart -> warm-up -> timed block -> numerics probe -> evidence pass -> record. Only the
-user's step runs inside the timed window, plus the timer's marks, one clock reading per
-step for the time bound and one memory reading per sample (the leak flag's); the probe
-and the layer hooks of the evidence pass run after it.
+user's step runs inside the timed window, plus the timer's marks; the bound check and the
+memory reading per sample (the leak flag's) run in the gap between one sample's closing
+mark and the next one's opening mark, and the probe and the layer hooks of the evidence
+pass after the block.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def measure(
     phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
     tcfg, source = cfg.trial, prep.workload.batches
     step = make_step(cfg, resolved, prep)
-    timer = make_timer(resolved.device, capacity=tcfg.max_steps * len(phases) + 1)
+    # every timed sample opens with a mark of its own (run_block's untimed gap)
+    timer = make_timer(resolved.device, capacity=tcfg.max_steps * (len(phases) + 1) + 1)
 
     at_start = knobs.compile_counters()
     first_ns, first_batch = first_call(step, prep, timer)
@@ -88,7 +90,7 @@ def measure(
     # beside the peak that _run adds: memory after each sample, the leak flag's evidence
     record.memory[SAMPLE_BYTES] = per_sample.in_bytes()
 
-    times = split_marks(host, device, phases if group == 1 else ("step",), group)
+    times = split_marks(host, device, phases if group == 1 else ("step",), group, gapped=True)
     record.samples = Samples(
         steps_per_sample=times.steps_per_sample,
         step_ns=times.step_ns,
