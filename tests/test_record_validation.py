@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_trials import FakeTrials
 from sweeps import make_sweep
 
 from perflab.analysis import summary as analysis
@@ -194,31 +195,6 @@ def test_the_analysis_blames_experiment_json_only_when_it_is_bad(tmp_path, capsy
     assert line.startswith(f"perflab: error: {tmp_path / 'experiment.json'}: unreadable")
 
 
-class _FakeTrials:
-    """Stands in for schedule.run_one: a seeded ok record per trial, each call logged."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int]] = []
-
-    def __call__(self, run, round_: int, sched, lengths):
-        from perflab.experiment import schedule
-
-        self.calls.append((run.job_dir.name, round_))
-        steps = [1_000_000 + 1000 * ((7 * len(self.calls) + i) % 5) for i in range(10)]
-        record = TrialRecord(
-            "ok",
-            {},
-            {"batch_size": 1},
-            "t",
-            "t",
-            round=round_,
-            samples=Samples(1, steps, {}, [], 1, 0.1, "min_reached"),
-        )
-        write_record(run.job_dir / "trials" / f"r{round_:03d}.json", record)
-        schedule.count(run, record, sched.metric, lengths)
-        return record
-
-
 def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path, monkeypatch):
     from perflab.config.plan import Job, build_plan
     from perflab.config.schema import ScheduleConfig
@@ -229,7 +205,7 @@ def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path
     )
     sched = ScheduleConfig(min_rounds=4, max_rounds=4, shuffle_seed=3)
 
-    def run(fake: _FakeTrials, previous: Experiment | None = None) -> Summary:
+    def run(fake: FakeTrials, previous: Experiment | None = None) -> Summary:
         monkeypatch.setattr(schedule, "run_one", fake)
         runs = {
             v.name: schedule.VariantRun(None, tmp_path / v.dir, v.source)  # type: ignore[arg-type]
@@ -237,13 +213,13 @@ def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path
         }
         return schedule.run_experiment(plan, runs, sched, tmp_path, lambda _: None, {}, previous)
 
-    run(_FakeTrials())
+    run(FakeTrials())
     _edit(tmp_path / "1" / "trials" / "r001.json", "samples.step_ns.0", 0)  # log(0) crashed
     _edit(tmp_path / "0" / "trials" / "r002.json", "samples.step_ns.4", "1000000")
     (tmp_path / "0" / "trials" / "r003.json").write_text(
         (tmp_path / "0" / "trials" / "r000.json").read_text()  # round 0 in r003.json
     )
-    again = _FakeTrials()
+    again = FakeTrials()
     summary = run(again, Experiment.load(tmp_path))
     assert sorted(again.calls) == [("0", 2), ("0", 3), ("1", 1)]  # measured again
     assert [v.trials for v in summary.variants] == [4, 4, 4]

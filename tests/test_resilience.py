@@ -14,6 +14,7 @@ from pathlib import Path
 
 import console_scripts
 import pytest
+from fake_trials import FakeTrials
 
 from perflab.analysis.summary import Experiment, analyze_dir, load_trials
 from perflab.errors import ConfigError
@@ -274,37 +275,6 @@ def test_a_trial_process_stopped_by_sigint_or_sigterm_interrupts_instead_of_fail
     # SIGKILL is the OOM killer or a hard kill: the trial failed
     outcome = run_isolated(_killed, None, timeout_s=120)
     assert outcome.kind == "crashed" and "SIGKILL" in outcome.message
-
-
-class FakeTrials:
-    """Stands in for schedule.run_one: writes a seeded ok record, logs (variant, round),
-    and raises KeyboardInterrupt instead of running the trial number ``interrupt_at``."""
-
-    def __init__(self, interrupt_at: int | None = None) -> None:
-        self.calls: list[tuple[str, int]] = []
-        self.interrupt_at = interrupt_at
-
-    def __call__(self, run, round_: int, sched, lengths):
-        from perflab.experiment import schedule
-        from perflab.records import Samples, TrialRecord, write_record
-
-        if len(self.calls) == self.interrupt_at:
-            self.interrupt_at = None
-            raise KeyboardInterrupt
-        self.calls.append((run.job_dir.name, round_))
-        steps = [1_000_000 + 1000 * ((7 * len(self.calls) + i) % 5) for i in range(10)]
-        record = TrialRecord(
-            "ok",
-            {},
-            {"batch_size": 1},
-            "t",
-            "t",
-            round=round_,
-            samples=Samples(1, steps, {}, [], 1, 0.1, ""),
-        )
-        write_record(run.job_dir / "trials" / f"r{round_:03d}.json", record)
-        schedule.count(run, record, sched.metric, lengths)
-        return record
 
 
 def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_path, monkeypatch):
