@@ -7,7 +7,7 @@ the rounds took: the figure of merit for "how sure, how fast" (lower is better; 
 it means the same precision in a quarter of the time). The sentinel's verdict is shown
 too: precision is worthless if A/A comes out FASTER or SLOWER.
 
-    python benchmarks/precision_per_minute.py [--rounds 20]
+    python benchmarks/precision_per_minute.py [--rounds 24] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -25,29 +25,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from console_scripts import command  # noqa: E402
 
 PERFLAB = command("perflab")
+# The trial shape the default and quick presets use since 2026-11-23 (3 timed steps
+# after a warm-up of at least 2 steps and 0.1 s, then until steady)...
+SHORTEST = ("trial.min_steps=3", "trial.min_s=0.2", "trial.warmup_steps=2", "trial.warmup_s=0.1")
 SETTINGS = {
-    "default preset trials (>= 20 steps, >= 1 s)": (),
-    "short trials (>= 5 steps, >= 0.3 s, warm-up 0.2 s)": (
-        "trial.min_steps=5",
-        "trial.min_s=0.3",
-        "trial.warmup_steps=3",
-        "trial.warmup_s=0.2",
+    "default preset trials (>= 20 steps, >= 1 s), fresh process per trial": (
+        "trial.min_steps=20",
+        "trial.min_s=1.0",
+        "trial.warmup_steps=5",
+        "trial.warmup_s=0.5",
+        "schedule.isolation=process",
     ),
-    "shortest trials (>= 3 steps, warm-up 2 steps)": (
-        "trial.min_steps=3",
-        "trial.min_s=0",
-        "trial.warmup_steps=2",
-        "trial.warmup_s=0",
+    # ...in a fresh process per trial, and in warm workers serving 2 and 4 rounds each
+    "shortest trials, fresh process per trial": (*SHORTEST, "schedule.isolation=process"),
+    "shortest trials, warm workers x2": (
+        *SHORTEST,
+        "schedule.isolation=worker",
+        "schedule.trials_per_worker=2",
+    ),
+    "shortest trials, warm workers x4": (
+        *SHORTEST,
+        "schedule.isolation=worker",
+        "schedule.trials_per_worker=4",
     ),
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=20)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--rounds", type=int, default=24)
+    parser.add_argument("--only", default="", help="run the settings whose name has this")
+    args = parser.parse_args()
+    rounds = args.rounds
     with tempfile.TemporaryDirectory() as cwd:
         for name, overrides in SETTINGS.items():
+            if args.only not in name:
+                continue
             subprocess.run(
                 [
                     *PERFLAB,
@@ -71,7 +84,7 @@ def main() -> None:
                 f"[{s['ci_low']:.3f}, {s['ci_high']:.3f}] {s['verdict']}; half-width "
                 f"{s['half_width']:.1%}; half-width x sqrt(min) "
                 f"{s['half_width'] * math.sqrt(minutes):.1%}; per-round sd "
-                f"{s['sd_log_ratio']:.1%}"
+                f"{s['sd_log_ratio']:.1%}; {s.get('units', s['rounds'])} units"
             )
 
 

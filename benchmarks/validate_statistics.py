@@ -8,18 +8,23 @@ gives a count out of the experiments run, its Clopper-Pearson 95 % interval, the
 PASS or MISS (a rate that must stay under a bar passes when the interval's upper end is
 under it; one that must reach a bar, when the lower end reaches it; "0" bars are exact).
 
-    python benchmarks/validate_statistics.py [--experiments 400] [--workers 2]
+    python benchmarks/validate_statistics.py [--experiments 400] [--workers 2] \
+        [--section all|process|workers]
 
+"workers" runs only the warm-worker cells (schedule.isolation=worker, worker_cells): the
+same machines with and without a per-process offset, under fresh processes and warm
+workers, and the worker data analysed as if its rounds were independent.
 Seeded: the same command prints the same figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from perflab.analysis import steady
 from perflab.analysis.simulation import Machine, Tally, clopper_pearson, preset, tally, with_fields
@@ -56,24 +61,68 @@ class Cell:
     trial_changes: tuple[tuple[str, float], ...] = ()
     schedule_changes: tuple[tuple[str, float], ...] = ()
     step_s: float = 0.01
+    # schedule.isolation and schedule.trials_per_worker: the cells of the main section
+    # pin a fresh process per trial, as every figure before warm workers was measured
+    isolation: str = "process"
+    trials_per_worker: int = 1
+    # the final analysis's units, in rounds, where it is not the schedule's: 1 with
+    # warm workers ignores that a worker's rounds share its offset (the same data: the
+    # same seed as the cell analysed properly)
+    analysis_rounds_per_unit: int | None = None
+
+
+def cell_schedule(cell: Cell) -> tuple[Any, Any]:
+    """The preset's trial and schedule settings with the cell's changes."""
+    trial, schedule = preset(cell.preset)
+    trial = with_fields(trial, **dict(cell.trial_changes))
+    k = cell.trials_per_worker
+    schedule = with_fields(schedule, isolation=cell.isolation, trials_per_worker=k)
+    if cell.isolation == "worker":
+        # an interval needs 3 worker generations (perflab.config.rules): preset=quick's
+        # 10 rounds are raised to 12 with 4 trials per worker
+        schedule = with_fields(schedule, max_rounds=max(schedule.max_rounds, 3 * k))
+    return trial, with_fields(schedule, **dict(cell.schedule_changes))
 
 
 def run_cell(args: tuple[Cell, int]) -> tuple[Cell, Tally]:
     cell, n = args
-    trial, schedule = preset(cell.preset)
-    trial = with_fields(trial, **dict(cell.trial_changes))
-    schedule = with_fields(schedule, **dict(cell.schedule_changes))
-    machine = {**MACHINES, "cpu": CPU, "gpu-ramp": GPU_RAMP, "slow carry-over": SLOW_CARRY}[
-        cell.machine
-    ]
+    trial, schedule = cell_schedule(cell)
+    machines = {**MACHINES, "cpu": CPU, "gpu-ramp": GPU_RAMP, "slow carry-over": SLOW_CARRY}
+    machine = {**machines, **WORKER_MACHINES}[cell.machine]
     heavy = "carry-over" in cell.machine
-    return cell, tally(cell.truth, machine, trial, schedule, n, cell.seed, cell.step_s, heavy)
+    return cell, tally(
+        cell.truth,
+        machine,
+        trial,
+        schedule,
+        n,
+        cell.seed,
+        cell.step_s,
+        heavy,
+        cell.analysis_rounds_per_unit,
+    )
 
 
 # A sub-millisecond GPU step (100 us) whose clocks ramp up at the start of every trial:
 # 2x slower at first, decaying with tau 20 ms.
 GPU_RAMP = Machine(sd_step=0.01, sd_trial=0.003, ramp=1.0, ramp_tau_s=0.02, startup_s=0.0)
 OLD_QUICK = (("warmup_s", 0.0), ("min_s", 0.0), ("steady_tolerance", 0.0))
+
+# Warm workers: the quiet and the CPU machine as above (sd_worker 0), and layout-sensitive,
+# with a per-process offset of 5 % that a worker brings to all its trials (a fixed heap
+# layout moved this project's convnet step by up to 15 %: RESULTS.md, "Heap layout").
+# With a fresh process per trial the same offset is more per-trial noise.
+LAYOUT_SD = 0.05
+WORKER_MACHINES = {
+    name + suffix: with_fields(machine, sd_worker=sd)
+    for name, machine in (("quiet", QUIET), ("cpu", CPU))
+    for suffix, sd in (("", 0.0), ("+layout", LAYOUT_SD))
+}
+# (schedule.isolation, schedule.trials_per_worker)
+ISOLATION_MODES = (("process", 1), ("worker", 2), ("worker", 4))
+# true effects beyond 2 delta at delta = 1 %; the second, the size of one worker's layout
+# offset, on the layout-sensitive CPU only (the cells of the noisiest machine cost most)
+WORKER_EFFECTS = (1.025, 1.05)
 
 
 def cells() -> list[Cell]:
@@ -100,6 +149,24 @@ def cells() -> list[Cell]:
     for changes in (OLD_QUICK, ()):
         seed += 1
         out.append(Cell("gpu-ramp", "quick", 1.05, seed, changes, (), step_s=100e-6))
+    return out
+
+
+def worker_cells() -> list[Cell]:
+    """Every worker machine under each isolation mode and preset; with warm workers the
+    A/A cells once more, the same data analysed as if every round were independent."""
+    out = []
+    seed = 5000
+    for name in WORKER_MACHINES:
+        effects = WORKER_EFFECTS if name == "cpu+layout" else WORKER_EFFECTS[:1]
+        for p in ("default", "quick"):
+            for isolation, k in ISOLATION_MODES:
+                for truth in (1.0, *effects):
+                    seed += 1
+                    cell = Cell(name, p, truth, seed, isolation=isolation, trials_per_worker=k)
+                    out.append(cell)
+                    if isolation == "worker" and truth == 1.0:
+                        out.append(dataclasses.replace(cell, analysis_rounds_per_unit=1))
     return out
 
 
@@ -132,11 +199,11 @@ def report(results: dict[Cell, Tally]) -> None:
             continue
         n = t.experiments
         if cell.truth == 1.0:
-            wrong = t.count("FASTER", "SLOWER")
+            false_calls = t.count("FASTER", "SLOWER")
             line(
-                at_most(wrong, n, 0.05),
+                at_most(false_calls, n, 0.05),
                 f"A/A false FASTER/SLOWER, {label}",
-                rate(wrong, n),
+                rate(false_calls, n),
                 "<= 5 %",
             )
             line(
@@ -175,11 +242,11 @@ def report(results: dict[Cell, Tally]) -> None:
     )
     for cell, t in results.items():
         if cell.schedule_changes:
-            right = t.count("FASTER")
+            found = t.count("FASTER")
             line(
-                at_least(right, t.experiments, 0.95),
+                at_least(found, t.experiments, 0.95),
                 f"power, true 1.05x within 10 rounds, {cell.machine}",
-                rate(right, t.experiments),
+                rate(found, t.experiments),
                 ">= 95 %",
             )
     for cell, t in results.items():
@@ -212,6 +279,86 @@ def report(results: dict[Cell, Tally]) -> None:
                 f"{cell.truth}x, coverage {t.covered}/{t.experiments}, verdicts {t.verdicts}, "
                 f"median half-width {t.median_half_width:.2%}, bias {t.bias:+.2%}"
             )
+
+
+def short(status: str) -> str:
+    return {"CONSISTENT": "CONS"}.get(status, status)
+
+
+def brief_rate(count: int, n: int, status: str) -> str:
+    """count/n, the rate and the Clopper-Pearson upper end, for a rate that must stay low."""
+    return f"{count}/{n} {count / n:.1%} (<={clopper_pearson(count, n)[1]:.1%}) {short(status)}"
+
+
+def mode_name(cell: Cell) -> str:
+    if cell.isolation != "worker":
+        return cell.isolation
+    units = " units=rounds" if cell.analysis_rounds_per_unit == 1 else ""
+    return f"worker k={cell.trials_per_worker}{units}"
+
+
+def worker_row(cell: Cell, by_truth: dict[float, Tally]) -> tuple[int, int]:
+    """One table row: the A/A cell's false FASTER/SLOWER, sentinel and carry-over alarms,
+    rounds and half-width, the effects' false EQUIVALENT and wrong-direction verdicts,
+    and the coverage of all its cells; with the row's covered and experiments counts."""
+    aa = by_truth[1.0]
+    n = aa.experiments
+    wrong = aa.count("FASTER", "SLOWER")
+    cols = [
+        f"{cell.machine:<17} {cell.preset:<7} {mode_name(cell):<24}",
+        f"{brief_rate(wrong, n, at_most(wrong, n, 0.05)):<28}",
+        f"{aa.unreliable:>3} {aa.carryover_flags:>3}",
+    ]
+    wrong_way = 0
+    for truth in WORKER_EFFECTS:
+        t = by_truth.get(truth)
+        if t is None:
+            cols.append(f"{'-':<28}")
+            continue
+        eq = t.count("EQUIVALENT")
+        wrong_way += t.count("SLOWER")
+        cols.append(f"{brief_rate(eq, t.experiments, at_most(eq, t.experiments, 0.05)):<28}")
+    covered = sum(t.covered for t in by_truth.values())
+    total = sum(t.experiments for t in by_truth.values())
+    low, high = clopper_pearson(covered, total)
+    status = short(at_least(covered, total, 0.93))
+    cols += [
+        f"{wrong_way:>2}",
+        f"{covered}/{total} {covered / total:.1%} [{low:.1%}, {high:.1%}] {status:<4}",
+        f"{aa.mean_rounds:5.1f} {aa.median_half_width:6.2%}",
+    ]
+    print("  ".join(cols))
+    return covered, total
+
+
+WORKER_HEADER = (
+    f"{'machine':<17} {'preset':<7} {'isolation':<24}  {'A/A false FASTER/SLOWER':<28}"
+    f"  UNR CO  {'false EQUIVALENT 1.025x':<28}  {'false EQUIVALENT 1.05x':<28}  WD"
+    f"  {'95 % CI coverage, all truths':<34}  A/A: rounds half-width"
+)
+
+
+def worker_report(results: dict[Cell, Tally]) -> None:
+    """The warm-worker cells (worker_cells), one row per machine, preset and isolation
+    mode; then the coverage of each mode over all machines. UNR: A/A sentinel UNRELIABLE,
+    CO: A/A carry-over flags (both out of the A/A experiments); WD: wrong direction
+    verdicts of the true effects; rates: count, rate, Clopper-Pearson upper end, status."""
+    rows: dict[Cell, dict[float, Tally]] = {}
+    for cell, t in results.items():
+        rows.setdefault(dataclasses.replace(cell, truth=1.0, seed=0), {})[cell.truth] = t
+    print(WORKER_HEADER)
+    pooled: dict[str, tuple[int, int]] = {}
+    for cell, by_truth in rows.items():
+        covered, total = worker_row(cell, by_truth)
+        was = pooled.get(mode_name(cell), (0, 0))
+        pooled[mode_name(cell)] = (was[0] + covered, was[1] + total)
+    for mode, (covered, total) in pooled.items():
+        line(
+            at_least(covered, total, 0.93),
+            f"95 % CI coverage, {mode}, every machine and preset",
+            rate(covered, total),
+            ">= 93 %",
+        )
 
 
 def warmup_rule(n: int) -> None:
@@ -256,7 +403,7 @@ def family(n: int) -> None:
     rng = np.random.default_rng(8)
     any_raw = any_holm = 0
     for _ in range(n):
-        effects = [stats.paired_effect(rng.normal(0, 0.03, 10)) for _ in range(20)]
+        effects = [stats.paired_effect(rng.normal(0, 0.03, 10).tolist()) for _ in range(20)]
         any_raw += any(stats.verdict(e.low, e.high, 0.0) != "INCONCLUSIVE" for e in effects)
         any_holm += any(p < 0.05 for p in stats.holm([e.p_value for e in effects]))
     print(f"INFO  family-wise error, 20 null variants, unadjusted: {any_raw / n:.1%}")
@@ -298,18 +445,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--experiments", type=int, default=400)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--section", choices=("all", "process", "workers"), default="all")
     args = parser.parse_args()
     start = time.monotonic()
-    todo = [(c, args.experiments) for c in cells()]
-    run: Callable = map
+    main_cells = cells() if args.section != "workers" else []
+    more = worker_cells() if args.section != "process" else []
+    todo = [(c, args.experiments) for c in (*main_cells, *more)]
     if args.workers > 1:
-        pool = ProcessPoolExecutor(args.workers)
-        run = pool.map
-    results = dict(run(run_cell, todo))
-    report(results)
-    warmup_rule(200)
-    family(1000)
-    changepoint(1000)
+        # the long default-preset cells first, so that no process is left with one at the
+        # end; the report keeps the cells' own order
+        ordered = sorted(todo, key=lambda t: t[0].preset != "default")
+        with ProcessPoolExecutor(args.workers) as pool:
+            results = dict(pool.map(run_cell, ordered))
+    else:
+        results = dict(map(run_cell, todo))
+    if main_cells:
+        report({c: results[c] for c in main_cells})
+        warmup_rule(200)
+        family(1000)
+        changepoint(1000)
+    if more:
+        worker_report({c: results[c] for c in more})
     print(
         f"({len(todo)} cells x {args.experiments} experiments in {time.monotonic() - start:.0f} s)"
     )

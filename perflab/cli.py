@@ -35,11 +35,11 @@ def run_single(
     cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
 ) -> Path:
     """Run one trial in a fresh process; return its record path or raise."""
-    from perflab.trial_request import TrialRequest, run_in_fresh_process
+    from perflab.trial_request import TrialRequest, run_in_process
 
     record_path = single_run_record(job_dir)
     request = TrialRequest(cfg, config_dict, str(record_path), read_invocation(), choices=choices)
-    return run_in_fresh_process(request)
+    return run_in_process(request)
 
 
 def _display_path(path: Path) -> Path:

@@ -1,4 +1,5 @@
-"""Run a function in a fresh process forked from a server that has torch preloaded.
+"""Run a function in a fresh process forked from a server that has torch preloaded, or
+in a warm worker from the same server that answers call after call (Worker).
 
 A trial must not inherit another's compile caches, allocator state, autotune choices or
 thread pools, so each runs in its own process. Spawning one costs ~1.2 s (it re-imports
@@ -199,20 +200,26 @@ def _child(
         _die_with_parent(parent_pid)
     _own_deadline(timeout_s)
     try:
-        with output_to(log):
-            conn.send(Outcome("ok", resolve_function(fn)(arg)))
-    except ConfigError as exc:
-        conn.send(Outcome("config_error", message=str(exc)))
-    except KeyboardInterrupt:
-        conn.send(Outcome("interrupted", message="interrupted"))
-    except OSError as exc:
-        kind = "disk_full" if no_space(exc) else "error"
-        conn.send(Outcome(kind, message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
-        detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-        conn.send(Outcome("error", message=detail))
+        conn.send(_call(fn, arg, log))
     finally:
         conn.close()
+
+
+def _call(fn: Callable[[Any], Any] | str, arg: Any, log: Path | None) -> Outcome:
+    """``fn(arg)`` as an Outcome: whatever it raises is reported, never left to hang the
+    parent that waits for the answer."""
+    try:
+        with output_to(log):
+            return Outcome("ok", resolve_function(fn)(arg))
+    except ConfigError as exc:
+        return Outcome("config_error", message=str(exc))
+    except KeyboardInterrupt:
+        return Outcome("interrupted", message="interrupted")
+    except OSError as exc:
+        kind = "disk_full" if no_space(exc) else "error"
+        return Outcome(kind, message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
+        return Outcome("error", message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -254,6 +261,11 @@ def run_isolated(
         recv.close()
         if log is not None:
             drop_if_empty(log)  # a child killed before it could
+    return _raise_for(outcome)
+
+
+def _raise_for(outcome: Outcome) -> Outcome:
+    """The outcomes that are not the child's to report but this process's to act on."""
     if outcome.kind == "interrupted":
         raise KeyboardInterrupt
     if outcome.kind == "disk_full":  # the trial was fine; the disk was not
@@ -262,13 +274,29 @@ def run_isolated(
 
 
 def _collect(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: float) -> Outcome:
+    outcome = _answer(recv, proc, timeout_s)
+    if outcome.kind in ("timeout", "crashed", "interrupted"):
+        return outcome
+    proc.join(timeout=30)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    outcome.exitcode = proc.exitcode
+    return outcome
+
+
+def _answer(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: float) -> Outcome:
+    """The child's answer within ``timeout_s``; a child that hung is killed, and one that
+    died without answering is told apart: interrupted, ended by its own deadline, or
+    crashed."""
     if not recv.poll(timeout_s):
         proc.kill()
         proc.join()
         return Outcome("timeout", message=f"no result after {timeout_s:g} s; killed")
     try:
-        outcome: Outcome = recv.recv()
-    except EOFError:
+        answer: Outcome = recv.recv()
+        return answer
+    except (EOFError, ConnectionResetError):
         proc.join()
         if proc.exitcode is not None and -proc.exitcode in INTERRUPT_SIGNALS:
             return Outcome("interrupted", exitcode=proc.exitcode)
@@ -279,9 +307,94 @@ def _collect(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: 
             message=f"trial process {describe_exit(proc.exitcode)}",
             exitcode=proc.exitcode,
         )
-    proc.join(timeout=30)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    outcome.exitcode = proc.exitcode
-    return outcome
+
+
+# --- warm workers -----------------------------------------------------------------------
+
+
+class Worker:
+    """A process from the same fork server that answers calls one at a time, keeping
+    what they leave in its memory from one call to the next (schedule.isolation=worker:
+    a variant's built workload, compiled graphs and warm caches; docs/design.md#warm-
+    workers). It starts on its first call. A call that hangs, crashes or is interrupted
+    ends the worker: the next call starts a fresh one. What happens in it never raises
+    here, with run_isolated's two exceptions (KeyboardInterrupt, DiskFull)."""
+
+    def __init__(self) -> None:
+        self._proc: Any = None
+        self._conn: multiprocessing.connection.Connection | None = None
+        # calls answered by the current process, and its pid
+        self.calls = 0
+        self.pid: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def _start(self) -> multiprocessing.connection.Connection:
+        ctx = _context()
+        ours, theirs = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(target=_serve, args=(theirs, os.getpid()), daemon=False)
+        self._proc.start()
+        theirs.close()  # the worker holds the only other end now: EOF means it died
+        self._conn, self.calls, self.pid = ours, 0, self._proc.pid
+        return ours
+
+    def call(self, fn: str, arg: Any, timeout_s: float, log: Path | None = None) -> Outcome:
+        """``fn(arg)`` in the worker (started if it is not running); ``log`` as for
+        run_isolated."""
+        conn = self._conn if self.running and self._conn is not None else self._start()
+        try:
+            with contextlib.suppress(BrokenPipeError):  # died since: _answer says how
+                conn.send((fn, arg, log, timeout_s))
+            outcome = _answer(conn, self._proc, timeout_s)
+        except BaseException:  # Ctrl-C, SIGTERM, bugs: no worker outlives its sweep
+            self.close(kill=True)
+            raise
+        finally:
+            if log is not None:
+                drop_if_empty(log)
+        self.calls += 1
+        if outcome.kind in ("timeout", "crashed", "interrupted"):
+            self.close(kill=True)
+        return _raise_for(outcome)
+
+    def close(self, kill: bool = False, grace_s: float = 5.0) -> None:
+        """End the worker: asked to exit, killed if it does not within ``grace_s`` (or at
+        once with ``kill``)."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        if conn is not None:
+            if not kill:
+                with contextlib.suppress(OSError):
+                    conn.send(None)
+            conn.close()
+        proc.join(0 if kill else grace_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def _serve(conn: multiprocessing.connection.Connection, parent_pid: int) -> None:
+    """A worker's loop: answer (fn, arg, log, timeout_s) calls until told to stop (None)
+    or until its parent is gone. Each call gets its own deadline, as a fresh child would."""
+    _die_with_parent(parent_pid)
+    try:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, KeyboardInterrupt):  # parent gone; Ctrl-C while idle
+                return
+            if request is None:
+                return
+            fn, arg, log, timeout_s = request
+            _own_deadline(timeout_s)
+            outcome = _call(fn, arg, log)
+            signal.alarm(0)
+            conn.send(outcome)
+            if outcome.kind == "interrupted":
+                return
+    finally:
+        conn.close()

@@ -13,6 +13,11 @@ Schema history:
   3 (2026-11-23) ``checksum``: "sha256:" and the hex digest of the record's canonical JSON
      without it (record_checksum), so that a value changed by hand after the trial wrote
      it is noticed. Versions 1 and 2 have none and are read as before.
+  4 (2026-11-23) ``worker``: the process the trial ran in (isolation "worker" or
+     "process", the worker's number in its variant, the trial's index in that worker, its
+     pid) and ``cost_s``: what the trial cost, in seconds, by part (start, build,
+     first_call, warmup, timed, checks). Earlier records have neither: each ran in a fresh
+     process, and its costs were not written down.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ from typing import Any
 
 from perflab.errors import ConfigError, RecordError
 
-SCHEMA_VERSION = 3
-SUPPORTED_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 # the first version whose records carry a checksum
 CHECKSUM_SINCE = 3
 STATUSES = ("ok", "failed", "invalid", "timeout")
@@ -135,6 +140,14 @@ class TrialRecord:
     # load average (1, 5, 15 min) at the start and the end of the trial
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
+    # the process it ran in: {"isolation": "worker" or "process", "id": the worker's
+    # number in its variant, "trial": this trial's index in that worker (0: it built the
+    # workload), "pid"}; {} in records before schema 4 (a fresh process each)
+    worker: dict[str, Any] = field(default_factory=dict)
+    # seconds spent by part: start (request sent -> trial code running), build,
+    # first_call, warmup, timed, checks; build and first_call are 0 for a trial that
+    # reused its worker's workload
+    cost_s: dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     # set by load_record, never written: the file's checksum does not match its content,
     # so a value was changed after the trial wrote it (the values passed validation)
@@ -293,6 +306,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # top-level fields that must be JSON objects, and lists (the analysis reads into them)
 _MAPPINGS = (
+    "worker",
+    "cost_s",
     "config",
     "settings",
     "choices",
@@ -358,6 +373,9 @@ def _top_level_problem(record: TrialRecord) -> str | None:
         if not isinstance(getattr(record, name), kind):
             what = "a mapping" if kind is dict else "a list"
             return _bad(name, getattr(record, name), f"not {what}")
+    for part, seconds in record.cost_s.items():
+        if not _is_seconds(seconds):
+            return _bad(f"cost_s.{part}", seconds, "not a finite number of seconds >= 0")
     peak = record.memory.get("peak_bytes")
     if peak is not None and not _is_whole(peak):
         return _bad("memory.peak_bytes", peak, "not a byte count (an integer >= 0)")

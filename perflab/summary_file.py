@@ -110,6 +110,10 @@ class Estimate:
     half_width: float
     # paired rounds used
     rounds: int
+    # with warm workers (schedule.isolation=worker): the independent units the interval
+    # was computed from (worker generations), and the rounds each spans
+    units: int | None = written_when()
+    rounds_per_unit: int | None = written_when()
     # two-sided p-value of "no difference", before adjustment (None: no spread)
     p_value: float | None
     # standard deviation of the per-round log-ratios
@@ -247,6 +251,24 @@ class ScalingRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Isolation:
+    """How the trials were run (schedule.isolation) and where their time went."""
+
+    # "worker" (warm workers, each serving trials_per_worker rounds) or "process" (a
+    # fresh process per trial)
+    mode: str
+    # rounds one worker serves, the analysis's unit (1 with "process")
+    trials_per_worker: int
+    # workers started over the experiment (None with "process")
+    workers: int | None = written_when()
+    # trials that wrote their costs down
+    trials: int
+    # seconds summed over those trials, by part: start, build, first_call, warmup, timed,
+    # checks
+    cost_s: dict[str, float]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     """A sweep's summary.json (perflab.analysis.summary.analyze)."""
 
@@ -266,6 +288,8 @@ class Summary:
     stop_reason: str
     # seconds spent measuring
     elapsed_s: float
+    # how the trials were run and what each part cost (None before warm workers existed)
+    isolation: Isolation | None = written_when()
     # reasons not to trust the verdicts (the A/A sentinel outside the band)
     unreliable: list[str]
     # notes on the whole experiment: an A/A bias, a carry-over

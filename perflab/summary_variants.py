@@ -101,6 +101,8 @@ class Variance:
     between: float | None
     # which of the two more rounds or longer trials would shrink
     advice: str
+    # with warm workers: the part of ``between`` that comes with the worker process
+    worker: float | None = written_when()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +138,11 @@ class Measured:
     trial_length: TrialLength | None
     # where the spread of the trials comes from
     variance: Variance
+    # mean seconds per trial by part: start, build, first_call, warmup, timed, checks
+    # (None for records before schema 4, which did not write them down)
+    cost_s: dict[str, float] | None = written_when()
+    # warm workers that ran its ok trials (None: a fresh process each)
+    workers: int | None = written_when()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.config.schema import PerflabConfig
 from perflab.records import ErrorInfo, TrialRecord, write_record
+
+if TYPE_CHECKING:  # imported where a trial runs: this module stays light
+    from perflab.isolation import Worker
 
 # the functions a trial process runs, resolved there (perflab.isolation)
 RUN_TRIAL = "perflab.measure.trial:run_trial"
@@ -54,6 +57,10 @@ class TrialRequest:
     calibrating: bool = False
     # what happened just before the trial started (the settle wait), for its record
     settle: dict[str, Any] = field(default_factory=dict)
+    # the process it runs in, for its record (TrialRecord.worker); {} for a lone trial
+    worker: dict[str, Any] = field(default_factory=dict)
+    # time.time() when the request was sent: the trial's start cost is measured from it
+    sent_at: float = 0.0
 
 
 def now() -> str:
@@ -75,18 +82,24 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
         choices=dict(request.choices),
         error=ErrorInfo(status, message, ""),
         environment=dict(request.invocation),
+        worker=dict(request.worker),
     )
 
 
-def run_in_fresh_process(request: TrialRequest) -> Path:
-    """Run one trial in a fresh process and return its record's path. An impossible
-    setting raises PerflabError (nothing measured); a child that died or hung before
-    writing its record gets one from the parent, so a failure is never a lost result."""
+def run_in_process(request: TrialRequest, worker: Worker | None = None) -> Path:
+    """Run one trial in a fresh process, or in ``worker`` (a warm one,
+    schedule.isolation=worker), and return its record's path. An impossible setting
+    raises PerflabError (nothing measured); a process that died or hung before writing
+    its record gets one from the parent, so a failure is never a lost result."""
     from perflab.errors import DiskFull, PerflabError, no_space
     from perflab.isolation import run_isolated
 
     path = Path(request.record_path)
-    result = run_isolated(RUN_TRIAL, request, request.config.trial.timeout_s)
+    timeout_s = request.config.trial.timeout_s
+    if worker is None:
+        result = run_isolated(RUN_TRIAL, request, timeout_s)
+    else:
+        result = worker.call(RUN_TRIAL, request, timeout_s)
     if result.kind == "config_error":
         raise PerflabError(result.message)
     if result.kind != "ok":

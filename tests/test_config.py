@@ -22,7 +22,8 @@ def test_default_config_composes(make_config):
     assert isinstance(cfg.model, ConvNetConfig)
     assert cfg.model.input.shape == [3, 32, 32]
     assert cfg.threads == 1 and cfg.amp == "off" and cfg.compile == "off"
-    assert cfg.trial.min_steps == 20
+    assert cfg.trial.min_steps == 3 and cfg.schedule.isolation == "worker"
+    assert cfg.schedule.trials_per_worker == 2  # on CPU (4 on CUDA: test_device_defaults.py)
 
 
 @pytest.mark.parametrize(
@@ -104,8 +105,8 @@ def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
         (["model.target.kind=ranking"], "model.target.kind=ranking: unknown value"),
         (["model=custom", "model._target_=nodots"], "model._target_=nodots: not a factory path"),
         (["trial.min_steps=0"], "trial.min_steps=0: too small"),
-        (["trial.max_steps=5"], "trial.max_steps=5: too small; allowed: >= 20 (trial.min_steps)"),
-        (["trial.max_s=0.5"], "trial.max_s=0.5: too small; allowed: >= 1.0 (trial.min_s)"),
+        (["trial.max_steps=2"], "trial.max_steps=2: too small; allowed: >= 3 (trial.min_steps)"),
+        (["trial.max_s=0.1"], "trial.max_s=0.1: too small; allowed: >= 0.2 (trial.min_s)"),
         (["trial.timeout_s=0"], "trial.timeout_s=0.0: must be positive"),
         (["trial.warmup_s=-1"], "trial.warmup_s=-1.0: too small"),
         # found by tests/test_fuzz.py: these passed validation and broke the trial

@@ -88,7 +88,8 @@ def test_the_cpu_defaults_are_unchanged():
     cfg, record, choices = composed("device=cpu")
     assert subset(record, CPU_DEFAULTS) == CPU_DEFAULTS
     assert isinstance(cfg, PerflabConfig) and type(cfg.model) is ConvNetConfig
-    assert cfg.model.input.shape == [3, 32, 32] and cfg.trial.min_steps == 20
+    assert cfg.model.input.shape == [3, 32, 32] and cfg.trial.min_steps == 3
+    assert cfg.schedule.trials_per_worker == 2
     assert (choices["model"], choices["data"], choices["device"]) == ("convnet", "synthetic", "cpu")
 
 
@@ -115,6 +116,8 @@ def test_auto_with_cuda_takes_the_cuda_defaults(machine):
     assert record["data"]["source"] == "memory" and record["batch_size"] == 32
     assert record["cuda_defaults"] is True and record["device"] == "auto"
     assert (choices["model"], choices["data"]) == ("transformer", "memory")
+    # a fresh CUDA context, build and first call cost more there: a worker serves 4 rounds
+    assert cfg.schedule.trials_per_worker == 4
 
 
 def test_device_cuda_takes_the_cuda_defaults_without_asking_the_machine(machine):

@@ -73,7 +73,7 @@ class Result:
 
 def _checked(request: Any) -> list[str]:
     """trial.check_settings, with a ConfigError turned into what the parent raises when
-    a trial process reports one (request.run_in_fresh_process, schedule.check_all)."""
+    a trial process reports one (request.run_in_process, schedule.check_all)."""
     from perflab.measure.preflight import check_settings
 
     try:
@@ -184,6 +184,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "optimizer": vocabulary.OPTIMIZERS,
     "data.source": vocabulary.DATA_SOURCES,
     "schedule.metric": vocabulary.METRICS,
+    "schedule.isolation": vocabulary.ISOLATIONS,
     "model.input.dtype": vocabulary.INPUT_DTYPES,
     "model.target.kind": vocabulary.TARGET_KINDS,
     "scaleout.executor": vocabulary.EXECUTORS,
@@ -350,6 +351,7 @@ def out_of_range() -> st.SearchStrategy[list[str]]:
         "trial.warmup_steps": 0,
         "trial.min_steps": 1,
         "schedule.min_rounds": 2,
+        "schedule.trials_per_worker": 1,
         "profiling.wait": 0,
         "profiling.warmup": 0,
         "profiling.active": 1,
@@ -373,8 +375,8 @@ def out_of_range() -> st.SearchStrategy[list[str]]:
         floats("schedule.confidence", lambda v: not 0.5 < v < 1),
         floats("schedule.delta", lambda v: not 0 <= v < 0.5),
         st.integers(min_value=2**64).map(lambda v: [f"seed={v}"]),
-        st.integers(min_value=1, max_value=19).map(lambda v: [f"trial.max_steps={v}"]),
-        st.floats(min_value=0.01, max_value=0.99).map(lambda v: [f"trial.max_s={v!r}"]),
+        st.integers(min_value=1, max_value=2).map(lambda v: [f"trial.max_steps={v}"]),
+        st.floats(min_value=0.01, max_value=0.19).map(lambda v: [f"trial.max_s={v!r}"]),
         st.lists(st.integers(max_value=0), min_size=1, max_size=4).map(
             lambda dims: [f"model.input.shape={dims}".replace(" ", "")]
         ),

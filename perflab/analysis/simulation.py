@@ -8,12 +8,19 @@ sentinel check and carry-over estimate of perflab.analysis.summary, called exact
 calls them. Only the step times are invented.
 
 A step's time is its variant's true step time, perturbed by what makes real machines
-hard (``Machine``): step-to-step noise, a per-trial offset (the process's placement and
-heap layout), a machine state that wanders from trial to trial (AR(1)), a steady drift,
-outlier trials (a co-tenant woke up), a ramp at the start of every trial (clocks rising,
-caches filling), decaying with time since the trial's process started, and a carry-over
-into a trial that follows a heavy variant: a slowdown that decays the same way (a GPU
-recovering from the power cap) and one that lasts the whole trial (a GPU still hot).
+hard (``Machine``): step-to-step noise, a per-process offset (placement, physical pages,
+heap layout), a per-trial offset, a machine state that wanders from trial to trial
+(AR(1)), a steady drift, outlier trials (a co-tenant woke up), a ramp at the start of
+every trial (clocks rising, caches filling), decaying with time since the trial started,
+and a carry-over into a trial that follows a heavy variant: a slowdown that decays the
+same way (a GPU recovering from the power cap) and one that lasts the whole trial (a GPU
+still hot).
+
+Trials run as perflab runs them (schedule.isolation): each in a fresh process, or in
+warm workers, one per variant, that serve schedule.trials_per_worker consecutive rounds
+and are replaced together (a worker generation). A worker's offset is drawn once and
+shared by all its trials, it pays the process start only once, the stopping rule is
+judged only at generation ends, and the analysis takes generations as its units.
 Everything is seeded: the same call gives the same numbers.
 The test suite runs small versions that can fail; benchmarks/validate_statistics.py the
 full ones.
@@ -34,6 +41,7 @@ from scipy.stats import beta
 
 from perflab.analysis import carryover, stats, steady
 from perflab.analysis import summary as analysis
+from perflab.config.devices import by_device
 from perflab.config.schema import ScheduleConfig, TrialConfig
 
 
@@ -43,8 +51,16 @@ class Machine:
 
     # step-to-step noise inside a trial
     sd_step: float = 0.02
-    # a per-trial offset: the process's placement, physical pages, heap layout
+    # a per-trial offset: what changes from one trial to the next in the same process
+    # (a layout pad shifting the temporaries, co-tenants, state); with a fresh process per
+    # trial, also the placement and heap layout sd_worker does not model apart
     sd_trial: float = 0.012
+    # a per-process offset, drawn once for a process's whole life: its placement,
+    # physical pages and the heap layout of the model's tensors (a fixed heap layout moved
+    # this project's convnet step by up to 15 %: ~0.05 on a layout-sensitive machine). A
+    # warm worker brings it to all its trials; with a fresh process per trial it is just
+    # more per-trial noise
+    sd_worker: float = 0.0
     # AR(1) machine state carried from one trial to the next, and its innovations
     ar_phi: float = 0.0
     sd_state: float = 0.0
@@ -65,6 +81,16 @@ class Machine:
     # the trial's process start, build and first call, before the warm-up begins: the
     # ramp and the carry-over decay during it too
     startup_s: float = 0.1
+    # the same for a later trial in a warm worker: the request's round trip and the record
+    # (the ramp and carry-over start again with every trial: the worker sat idle while the
+    # other variants ran)
+    worker_startup_s: float = 0.02
+
+    def process_sd(self) -> float:
+        """The per-trial offset's spread with a fresh process per trial: the trial's and
+        the process's parts together (sd_trial exactly when sd_worker is 0, so a machine
+        without a per-process part draws the same numbers as it always has)."""
+        return math.hypot(self.sd_trial, self.sd_worker)
 
 
 @dataclass(frozen=True)
@@ -89,14 +115,21 @@ class Outcome:
     stop: str
     # per variant: the timed steps its configuration's trials ran
     timed_steps: dict[int, int] = field(default_factory=dict)
+    # rounds per independent unit of the analysis (a worker generation, or 1)
+    rounds_per_unit: int = 1
 
 
-def preset(name: str) -> tuple[TrialConfig, ScheduleConfig]:
-    """The trial and schedule settings of a shipped preset (conf/preset/NAME.yaml)."""
+def preset(name: str, cuda: bool = False) -> tuple[TrialConfig, ScheduleConfig]:
+    """The trial and schedule settings of a shipped preset (conf/preset/NAME.yaml), with
+    its ${perflab.by_device:...} sizes (e.g. schedule.trials_per_worker) resolved as perflab
+    resolves them on a CPU, or with ``cuda`` on a GPU."""
+    # perflab's own resolver, reading the root's cuda_defaults as it does in a real config
+    OmegaConf.register_new_resolver("perflab.by_device", by_device, replace=True)
     text = resources.files("perflab.conf").joinpath("preset", f"{name}.yaml").read_text()
     merged = OmegaConf.merge(
         OmegaConf.structured({"trial": TrialConfig(), "schedule": ScheduleConfig()}),
         OmegaConf.create(text),
+        {"cuda_defaults": cuda},
     )
     return OmegaConf.to_object(merged.trial), OmegaConf.to_object(merged.schedule)  # type: ignore[return-value]
 
@@ -111,10 +144,11 @@ class _Trial:
         machine: Machine,
         offset: float,
         after_heavy: bool,
+        startup_s: float,
     ) -> None:
         self.rng, self.variant, self.machine = rng, variant, machine
         self.offset, self.after_heavy = offset, after_heavy
-        self.now_s = machine.startup_s
+        self.now_s = startup_s
 
     def clock(self) -> int:
         return int(self.now_s * 1e9)
@@ -154,9 +188,12 @@ def run_trial(
     offset: float,
     after_heavy: bool,
     timed_steps: int | None,
+    startup_s: float | None = None,
 ) -> tuple[float, int, steady.Warmup]:
-    """A trial's cost (median step, ns), its timed steps and its warm-up."""
-    sim = _Trial(rng, variant, machine, offset, after_heavy)
+    """A trial's cost (median step, ns), its timed steps and its warm-up; it starts
+    ``startup_s`` into its clock (default: a fresh process's, machine.startup_s)."""
+    start = machine.startup_s if startup_s is None else startup_s
+    sim = _Trial(rng, variant, machine, offset, after_heavy, start)
     warm = steady.warm_up(
         sim.stretch,
         sim.clock,
@@ -174,53 +211,124 @@ def run_trial(
     return float(np.median(samples)), len(samples), warm
 
 
+@dataclass
+class _Run:
+    """The state of one simulated experiment as its trials run: the machine's wandering
+    state, the live workers' offsets, the simulated clock and what was measured."""
+
+    rng: np.random.Generator
+    variants: Sequence[SimVariant]
+    machine: Machine
+    trial: TrialConfig
+    # warm workers (schedule.isolation=worker), or a fresh process per trial
+    workers: bool
+    # per name (a variant's index, -1 the sentinel): the configuration it runs
+    config: dict[int, int]
+    costs: dict[int, dict[int, float]] = field(default_factory=dict)
+    lengths: dict[int, int] = field(default_factory=dict)
+    order: list[carryover.TrialInOrder] = field(default_factory=list)
+    # per name: the offset its live worker brings to every trial (none: fresh processes)
+    worker_offset: dict[int, float] = field(default_factory=dict)
+    state: float = 0.0
+    position: int = 0
+    elapsed: float = 0.0
+
+    def new_workers(self) -> None:
+        """Every variant's (and the sentinel's) worker replaced: a new per-process offset
+        each. Drawn with sd_worker 0 too, so that machines that differ only in sd_worker
+        see the same draws for everything else."""
+        if self.workers:
+            sd = self.machine.sd_worker
+            self.worker_offset = {n: sd * self.rng.standard_normal() for n in self.config}
+
+    def one_trial(self, round_: int, name: int, fresh: bool) -> None:
+        """One trial of ``name`` in round ``round_``; ``fresh``: the first of its process,
+        which pays the process start, build and first call."""
+        m = self.machine
+        self.state = m.ar_phi * self.state + m.sd_state * self.rng.standard_normal()
+        # a fresh process per trial draws its per-process part with every trial
+        sd = m.sd_trial if self.workers else m.process_sd()
+        offset = self.state + sd * self.rng.standard_normal()
+        offset += self.worker_offset.get(name, 0.0)
+        offset += math.log1p(m.drift) * self.position
+        if self.rng.random() < m.outlier_p:
+            offset += math.log1p(m.outlier_size)
+        after = self.order[-1].config if self.order else None
+        after_heavy = after is not None and self.variants[int(after)].heavy
+        config = self.config[name]
+        startup = m.startup_s if fresh else m.worker_startup_s
+        cost, steps, warm = run_trial(
+            self.rng,
+            self.variants[config],
+            m,
+            self.trial,
+            offset,
+            after_heavy,
+            self.lengths.get(config),
+            startup,
+        )
+        self.lengths.setdefault(config, steps)
+        self.costs.setdefault(name, {})[round_] = cost
+        self.order.append(
+            carryover.TrialInOrder(round_, str(name), str(config), math.log(cost), after)
+        )
+        self.position += 1
+        self.elapsed += startup + warm.seconds + steps * cost / 1e9
+
+
 def experiment(
     rng: np.random.Generator,
     variants: Sequence[SimVariant],
     machine: Machine,
     trial: TrialConfig,
     schedule: ScheduleConfig,
+    analysis_rounds_per_unit: int | None = None,
 ) -> Outcome:
     """perflab's experiment on simulated steps: variants[0] is the baseline of every other
-    variant, and (with schedule.sentinel) a hidden copy of it runs as the A/A sentinel."""
+    variant, and (with schedule.sentinel) a hidden copy of it runs as the A/A sentinel.
+
+    With schedule.isolation=worker, workers are replaced every trials_per_worker rounds
+    and the stopping rule is judged only when a generation of workers ends (or at
+    max_rounds). ``analysis_rounds_per_unit`` is a what-if for the final analysis only:
+    1 with worker isolation analyses the same data as if the rounds were independent."""
     names = list(range(len(variants))) + ([-1] if schedule.sentinel else [])
-    config = {n: max(n, 0) for n in names}  # the sentinel (-1) runs variant 0's config
-    costs: dict[int, dict[int, float]] = {n: {} for n in names}
-    lengths: dict[int, int] = {}
-    order: list[carryover.TrialInOrder] = []
-    state, position, elapsed, stop, rounds = 0.0, 0, 0.0, "max rounds", 0
+    per_unit = analysis.rounds_per_unit(vars(schedule))
+    sim = _Run(
+        rng,
+        variants,
+        machine,
+        trial,
+        workers=schedule.isolation == "worker",
+        config={n: max(n, 0) for n in names},  # the sentinel (-1) runs variant 0's config
+        costs={n: {} for n in names},
+    )
+    stop, rounds, unit_start = "", 0, 0.0
     for round_ in range(schedule.max_rounds):
-        round_start = elapsed
+        fresh = round_ % per_unit == 0
+        if fresh:
+            sim.new_workers()
+            unit_start = sim.elapsed
         for name in rng.permutation(names):
-            name = int(name)
-            state = machine.ar_phi * state + machine.sd_state * rng.standard_normal()
-            offset = state + machine.sd_trial * rng.standard_normal()
-            offset += math.log1p(machine.drift) * position
-            if rng.random() < machine.outlier_p:
-                offset += math.log1p(machine.outlier_size)
-            after = order[-1].config if order else None
-            after_heavy = after is not None and variants[int(after)].heavy
-            cost, steps, warm = run_trial(
-                rng,
-                variants[config[name]],
-                machine,
-                trial,
-                offset,
-                after_heavy,
-                lengths.get(config[name]),
-            )
-            lengths.setdefault(config[name], steps)
-            costs[name][round_] = cost
-            order.append(
-                carryover.TrialInOrder(round_, str(name), str(config[name]), math.log(cost), after)
-            )
-            position += 1
-            elapsed += machine.startup_s + warm.seconds + steps * cost / 1e9
+            sim.one_trial(round_, int(name), fresh or not sim.workers)
         rounds = round_ + 1
-        stop = _stop(costs, schedule, rounds, elapsed, elapsed - round_start)
-        if stop:
-            break
-    return _analyse(costs, order, schedule, rounds, stop or "max rounds", lengths)
+        # the rule never stops before min_rounds: skipping it there changes nothing
+        judged = rounds % per_unit == 0 or rounds == schedule.max_rounds
+        if judged and rounds >= schedule.min_rounds:
+            # the time budget is judged against the generation just run: the next one is
+            # what the scheduler would commit to
+            unit_s = sim.elapsed - unit_start
+            stop = _stop(sim.costs, schedule, rounds, sim.elapsed, unit_s, per_unit)
+            if stop:
+                break
+    return _analyse(
+        sim.costs,
+        sim.order,
+        schedule,
+        rounds,
+        stop or "max rounds",
+        sim.lengths,
+        analysis_rounds_per_unit or per_unit,
+    )
 
 
 def _pairs(
@@ -234,13 +342,16 @@ def _stop(
     schedule: ScheduleConfig,
     rounds: int,
     elapsed: float,
-    round_s: float,
+    unit_s: float,
+    rounds_per_unit: int,
 ) -> str:
-    """perflab.experiment.schedule's stopping rule on the simulated clock."""
-    width, _ = stats.widest_half_width(_pairs(costs), schedule.confidence)
+    """perflab.experiment.schedule's stopping rule on the simulated clock: the widest
+    interval over units of ``rounds_per_unit`` rounds, and the time budget against the
+    time the last unit took."""
+    width, _ = stats.widest_half_width(_pairs(costs), schedule.confidence, rounds_per_unit)
     if rounds >= schedule.min_rounds and width <= schedule.target_half_width:
         return "precision reached"
-    if rounds >= schedule.min_rounds and elapsed + round_s > schedule.time_budget_s:
+    if rounds >= schedule.min_rounds and elapsed + unit_s > schedule.time_budget_s:
         return "time budget"
     return ""
 
@@ -252,14 +363,17 @@ def _analyse(
     rounds: int,
     stop: str,
     lengths: dict[int, int],
+    per_unit: int,
 ) -> Outcome:
+    """perflab.analysis.summary's verdicts, sentinel check and carry-over adjustment, with
+    units of ``per_unit`` rounds."""
     level, delta = schedule.confidence, schedule.delta
-    comparisons = [
-        {**(analysis.compare(costs[0], costs[n], level, delta) or {"verdict": "NO DATA"})}
-        for n in costs
-        if n > 0
-    ]
-    sentinel = analysis.compare(costs[0], costs[-1], level, delta) if -1 in costs else None
+
+    def compare(base: int, var: int) -> dict[str, Any] | None:
+        return analysis.compare(costs[base], costs[var], level, delta, per_unit)
+
+    comparisons = [{**(compare(0, n) or {"verdict": "NO DATA"})} for n in costs if n > 0]
+    sentinel = compare(0, -1) if -1 in costs else None
     fit = carryover.fit(order, reference="0")
     flags = carryover.flagged(fit.carryovers(level)) if fit else []
     if fit is not None and flags:
@@ -269,7 +383,15 @@ def _analyse(
     analysis.adjust(comparisons, 1 - level, delta)
     unreliable, notes = analysis.sentinel_findings(sentinel, delta)
     return Outcome(
-        comparisons, sentinel, bool(unreliable), bool(notes), len(flags), rounds, stop, lengths
+        comparisons,
+        sentinel,
+        bool(unreliable),
+        bool(notes),
+        len(flags),
+        rounds,
+        stop,
+        lengths,
+        per_unit,
     )
 
 
@@ -302,16 +424,19 @@ def tally(
     seed: int,
     step_s: float = 0.01,
     heavy_baseline: bool = False,
+    analysis_rounds_per_unit: int | None = None,
 ) -> Tally:
     """Run ``experiments`` seeded experiments of a baseline against a variant whose true
-    speedup is ``true_speedup`` and count what perflab said."""
+    speedup is ``true_speedup`` and count what perflab said (with either isolation;
+    ``analysis_rounds_per_unit``: experiment's what-if for the final analysis). The same
+    seed gives the same step times whatever ``analysis_rounds_per_unit`` is."""
     rng = np.random.default_rng(seed)
     variants = [SimVariant(step_s, heavy_baseline), SimVariant(step_s / true_speedup)]
     verdicts: dict[str, int] = {}
     covered = unreliable = flags = rounds = 0
     log_err, widths = 0.0, []
     for _ in range(experiments):
-        out = experiment(rng, variants, machine, trial, schedule)
+        out = experiment(rng, variants, machine, trial, schedule, analysis_rounds_per_unit)
         c = out.comparisons[0]
         verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
         if "speedup" in c:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -187,6 +187,32 @@ def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[f
     return [math.log(b) - math.log(v) for b, v in zip(base, variant, strict=True)]
 
 
+def paired_units(
+    base: Mapping[int, float], variant: Mapping[int, float], rounds_per_unit: int = 1
+) -> tuple[list[float], list[list[int]]]:
+    """The independent units of a paired comparison and the rounds in each: the mean
+    log-ratio (paired_log_ratios) over the paired rounds of each unit.
+
+    A unit is ``rounds_per_unit`` consecutive rounds (round // rounds_per_unit): with warm
+    workers (schedule.isolation=worker) every variant's worker serves that many rounds
+    and is then replaced, so the rounds of one worker generation share whatever that pair
+    of processes brought (placement, physical pages, heap layout) and are not
+    independent of one another; generations are. Averaging within a generation and
+    treating the generations as the sample is the cluster analysis that keeps the
+    interval honest however large the worker-to-worker part of the variance is
+    (docs/design.md#warm-workers). With 1 (a fresh process per trial) a unit is a round."""
+    per = max(rounds_per_unit, 1)
+    units: dict[int, list[int]] = {}
+    for r in sorted(set(base) & set(variant)):
+        units.setdefault(r // per, []).append(r)
+    members = list(units.values())
+    d = [
+        float(np.mean(paired_log_ratios([base[r] for r in rs], [variant[r] for r in rs])))
+        for rs in members
+    ]
+    return d, members
+
+
 def _t_effect(mean: float, se: float, dof: float, level: float, n: int) -> Effect:
     """mean +- t(dof) * se on the log scale, exponentiated back to a speedup, with the
     two-sided p-value of mean = 0. By hand where scipy has no such test (the one-sample
@@ -349,17 +375,18 @@ MIN_PAIRED_ROUNDS = 3
 
 
 def widest_half_width(
-    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float]]], level: float
+    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float]]],
+    level: float,
+    rounds_per_unit: int = 1,
 ) -> tuple[float, str]:
     """The widest stopping half-width (stopping_half_width) over (label, baseline costs
     by round, variant costs by round) pairs, and whose: infinity while a pair has fewer
-    than MIN_PAIRED_ROUNDS paired rounds, -1 when there is no pair."""
+    than MIN_PAIRED_ROUNDS paired units (paired_units), -1 when there is no pair."""
     worst, who = -1.0, ""
     for label, base, variant in pairs:
-        rounds = sorted(set(base) & set(variant))
-        if len(rounds) < MIN_PAIRED_ROUNDS:
+        d, _ = paired_units(base, variant, rounds_per_unit)
+        if len(d) < MIN_PAIRED_ROUNDS:
             return math.inf, label
-        d = paired_log_ratios([base[r] for r in rounds], [variant[r] for r in rounds])
         width = stopping_half_width(paired_effect(d, level))
         if width > worst:
             worst, who = width, label
@@ -446,19 +473,57 @@ class VarianceSplit:
     # the rest: trial-to-trial (process, placement, drift) variance
     between: float
     advice: str
+    # with warm workers, the part of ``between`` that comes with the worker process
+    # (placement, physical pages, heap layout of the built model); None without them
+    worker: float | None = None
 
 
-def variance_split(trials_log_steps: Sequence[Sequence[float]]) -> VarianceSplit:
+def variance_split(
+    trials_log_steps: Sequence[Sequence[float]], workers: Sequence[Hashable] | None = None
+) -> VarianceSplit:
     """Split the variance of per-trial mean log step time into what step noise within a
     trial explains (var/steps) and what is left between trials, with advice: more steps
-    per trial shrink the first, only more rounds shrink the second."""
-    means = [float(np.mean(t)) for t in trials_log_steps if len(t) > 1]
+    per trial shrink the first, only more rounds shrink the second. With ``workers`` (the
+    worker each trial ran in, warm workers), the part of the second that workers bring is
+    split off too, by one-way analysis of variance of the trial means (worker as a random
+    effect): only more workers shrink it."""
+    kept = [
+        (t, w)
+        for t, w in zip(trials_log_steps, workers or [None] * len(trials_log_steps), strict=True)
+        if len(t) > 1
+    ]
+    means = [float(np.mean(t)) for t, _ in kept]
     if len(means) < 2:
         return VarianceSplit(float("nan"), float("nan"), "too few trials to split variance")
-    within = float(np.mean([np.var(t, ddof=1) / len(t) for t in trials_log_steps if len(t) > 1]))
+    within = float(np.mean([np.var(t, ddof=1) / len(t) for t, _ in kept]))
     between = max(float(np.var(means, ddof=1)) - within, 0.0)
-    if between >= within:
+    worker = _worker_variance(means, [w for _, w in kept]) if workers is not None else None
+    if worker is not None:  # estimated apart, it can exceed the whole between-trial part
+        worker = min(worker, between)
+    if worker is not None and worker >= max(between - worker, within):
+        advice = "worker-to-worker variance dominates: more workers (fewer trials per worker) help"
+    elif between >= within:
         advice = "trial-to-trial variance dominates: more rounds help, longer trials do not"
     else:
         advice = "step noise within trials dominates: more steps per trial (trial.min_s) help"
-    return VarianceSplit(within, between, advice)
+    return VarianceSplit(within, between, advice, worker)
+
+
+def _worker_variance(means: Sequence[float], workers: Sequence[Hashable]) -> float | None:
+    """The worker component of the trial means' variance: (MS_between - MS_within) / n0,
+    n0 the unbalanced design's effective group size; None without two workers and a
+    worker with two trials."""
+    groups: dict[Hashable, list[float]] = {}
+    for m, w in zip(means, workers, strict=True):
+        groups.setdefault(w, []).append(m)
+    sizes = np.array([len(g) for g in groups.values()])
+    n, k = int(sizes.sum()), len(groups)
+    if k < 2 or n <= k:
+        return None
+    grand = float(np.mean(means))
+    ms_between = sum(len(g) * (np.mean(g) - grand) ** 2 for g in groups.values()) / (k - 1)
+    ms_within = sum(float(np.sum((np.asarray(g) - np.mean(g)) ** 2)) for g in groups.values()) / (
+        n - k
+    )
+    n0 = (n - float(np.sum(sizes**2)) / n) / (k - 1)
+    return max(float(ms_between - ms_within) / n0, 0.0)

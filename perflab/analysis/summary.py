@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 
 from perflab.analysis import carryover, stats
 from perflab.analysis.numerics import compare_probes
-from perflab.analysis.variants import variant_summary
+from perflab.analysis.variants import COST_PARTS, variant_summary
 from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import RecordError
 from perflab.records import TrialRecord, load_record
@@ -155,19 +156,36 @@ def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
     return {r: stats.trial_cost(t, metric) for r, t in trials.items() if t.status == "ok"}
 
 
-def compare(
-    base: dict[int, float], var: dict[int, float], level: float, delta: float
-) -> dict[str, Any] | None:
-    """Paired comparison over the rounds where both trials are ok.
+def rounds_per_unit(schedule: Mapping[str, Any]) -> int:
+    """How many consecutive rounds form one independent unit of the analysis: a worker
+    generation with warm workers (schedule.isolation=worker), else one round. A worker
+    serves schedule.trials_per_worker rounds, but at most a third of max_rounds: an
+    interval needs 3 units, and a sweep capped at 6 rounds must still reach one. An
+    experiment.json written before warm workers existed ran a fresh process per trial."""
+    if schedule.get("isolation", "process") != "worker":
+        return 1
+    per_worker = int(schedule.get("trials_per_worker", 1))
+    return max(min(per_worker, int(schedule.get("max_rounds", 0)) // stats.MIN_PAIRED_ROUNDS), 1)
 
-    The verdict comes from the Student t interval on the per-round log-ratios or, when a
-    round is a gross outlier (modified z-score above GROSS_OUTLIER_Z: a trial hit by a
-    co-tenant), from the 20 %-trimmed interval (stats.trimmed_effect), which such rounds
+
+def compare(
+    base: dict[int, float],
+    var: dict[int, float],
+    level: float,
+    delta: float,
+    rounds_per_unit: int = 1,
+) -> dict[str, Any] | None:
+    """Paired comparison over the rounds where both trials are ok, one log-ratio per
+    independent unit: a round, or with warm workers a worker generation of
+    ``rounds_per_unit`` rounds (stats.paired_units).
+
+    The verdict comes from the Student t interval on the units' log-ratios or, when a
+    unit is a gross outlier (modified z-score above GROSS_OUTLIER_Z: a trial hit by a
+    co-tenant), from the 20 %-trimmed interval (stats.trimmed_effect), which such units
     cannot widen or move; the other intervals are kept beside it."""
-    rounds = sorted(set(base) & set(var))
-    if len(rounds) < stats.MIN_PAIRED_ROUNDS:
+    d, units = stats.paired_units(base, var, rounds_per_unit)
+    if len(d) < stats.MIN_PAIRED_ROUNDS:
         return None
-    d = stats.paired_log_ratios([base[r] for r in rounds], [var[r] for r in rounds])
     effect = stats.paired_effect(d, level)
     outliers = stats.mad_outliers(d)
     chosen, interval = effect, "t"
@@ -181,7 +199,11 @@ def compare(
         "ci_level": level,
         "interval": interval,
         "half_width": chosen.half_width,
-        "rounds": effect.n,
+        "rounds": sum(len(u) for u in units),
+        # only with warm workers: a fresh process per trial makes every round a unit
+        **(
+            {"units": len(units), "rounds_per_unit": rounds_per_unit} if rounds_per_unit > 1 else {}
+        ),
         "p_value": chosen.p_value,
         "sd_log_ratio": effect.sd_log,
         "verdict": stats.verdict(chosen.low, chosen.high, delta),
@@ -191,27 +213,44 @@ def compare(
         "distribution_sensitive": stats.verdict(hl_low, hl_high, delta)
         != stats.verdict(chosen.low, chosen.high, delta)
         and math.isfinite(hl_high),
-        "outlier_rounds": [rounds[i] for i in outliers],
+        "outlier_rounds": [r for i in outliers for r in units[i]],
         "rounds_to_decide": None,
     }
-    result.update(_companions(base, var, d, outliers, level))
+    result.update(_companions(base, var, d, outliers, level, rounds_per_unit))
     if result["verdict"] == stats.INCONCLUSIVE:
-        result["rounds_to_decide"] = (
+        needed = (
             stats.rounds_to_decide(effect, delta)
             if interval == "t"
             else stats.rounds_to_narrow(chosen.speedup, chosen.low, chosen.high, len(d), delta)
         )
+        # in rounds, as the schedule counts them: units are rounds_per_unit rounds each
+        result["rounds_to_decide"] = None if needed is None else needed * rounds_per_unit
     return result
 
 
+def unit_costs(costs: dict[int, float], rounds_per_unit: int) -> list[float]:
+    """One cost per unit (stats.paired_units): the geometric mean of its rounds' costs."""
+    units: dict[int, list[float]] = {}
+    for r, c in sorted(costs.items()):
+        units.setdefault(r // max(rounds_per_unit, 1), []).append(math.log(c))
+    return [math.exp(sum(v) / len(v)) for v in units.values()]
+
+
 def _companions(
-    base: dict[int, float], var: dict[int, float], d: list[float], outliers: list[int], level: float
+    base: dict[int, float],
+    var: dict[int, float],
+    d: list[float],
+    outliers: list[int],
+    level: float,
+    rounds_per_unit: int = 1,
 ) -> dict[str, Any]:
-    """The unpaired Welch interval over every ok trial (rounds ignored), and the t
-    interval without the outlier rounds: shown beside the verdict, never deciding it."""
+    """The unpaired Welch interval over every ok trial (rounds ignored; with warm workers,
+    one cost per worker generation), and the t interval without the outlier units: shown
+    beside the verdict, never deciding it."""
     out: dict[str, Any] = {}
-    if len(base) >= 2 and len(var) >= 2:
-        welch = stats.welch_effect(list(base.values()), list(var.values()), level)
+    base_costs, var_costs = unit_costs(base, rounds_per_unit), unit_costs(var, rounds_per_unit)
+    if len(base_costs) >= 2 and len(var_costs) >= 2:
+        welch = stats.welch_effect(base_costs, var_costs, level)
         out["welch"] = {
             "speedup": welch.speedup,
             "ci_low": welch.low,
@@ -243,9 +282,10 @@ def summary_json(
     metric, level, delta = sched["metric"], sched["confidence"], sched["delta"]
     cost = {name: costs(t, metric) for name, t in trials.items()}
     variants = {v.name: variant_summary(v, trials[v.name], metric) for v in plan.variants}
+    per_unit = rounds_per_unit(sched)
     comparisons = []
     for variant, base in plan.comparisons():
-        result = compare(cost[base.name], cost[variant.name], level, delta)
+        result = compare(cost[base.name], cost[variant.name], level, delta, per_unit)
         health = variants[variant.name]["health"] + [
             f"baseline: {h}" for h in variants[base.name]["health"]
         ]
@@ -269,7 +309,7 @@ def summary_json(
         )
     fit = carryover.fit(carryover.in_order(plan, trials, metric), carryover.reference(plan))
     carry = fit.carryovers(level) if fit else []
-    sentinel = _sentinel(plan, cost, level, delta)
+    sentinel = _sentinel(plan, cost, level, delta, per_unit)
     if fit is not None and carryover.flagged(carry):
         pairs = [(c, v, b) for (v, b), c in zip(plan.comparisons(), comparisons, strict=True)]
         if sentinel is not None and (aa := plan.sentinel()) is not None:
@@ -289,6 +329,7 @@ def summary_json(
             "rounds": experiment.rounds,
             "stop_reason": experiment.stop_reason,
             "elapsed_s": experiment.elapsed_s,
+            **({"isolation": iso} if (iso := isolation(sched, trials)) is not None else {}),
             "unreliable": unreliable,
             "health": health,
             "edited_records": edited_records(plan, trials),
@@ -307,6 +348,32 @@ def summary_json(
             "variants": list(variants.values()),
         }
     )
+
+
+def isolation(
+    schedule: Mapping[str, Any], trials: dict[str, dict[int, TrialRecord]]
+) -> dict[str, Any] | None:
+    """summary.json's "isolation": how the trials ran and the seconds each part of them
+    took, summed over the experiment; None for an experiment.json from before
+    schedule.isolation existed."""
+    if "isolation" not in schedule:
+        return None
+    records = [t for by_round in trials.values() for t in by_round.values()]
+    costs = [t.cost_s for t in records if t.cost_s]
+    mode = schedule["isolation"]
+    workers = {
+        (name, t.worker.get("generation"), t.worker.get("id"), t.worker.get("pid"))
+        for name, by_round in trials.items()
+        for t in by_round.values()
+        if t.worker.get("isolation") == "worker"
+    }
+    return {
+        "mode": mode,
+        "trials_per_worker": rounds_per_unit(schedule),
+        **({"workers": len(workers)} if mode == "worker" else {}),
+        "trials": len(costs),
+        "cost_s": {p: round(sum(c.get(p, 0.0) for c in costs), 3) for p in COST_PARTS},
+    }
 
 
 def adjust_for_carryover(
@@ -337,14 +404,18 @@ def adjust_for_carryover(
 
 
 def _sentinel(
-    plan: Plan, cost: dict[str, dict[int, float]], level: float, delta: float
+    plan: Plan,
+    cost: dict[str, dict[int, float]],
+    level: float,
+    delta: float,
+    per_unit: int = 1,
 ) -> dict[str, Any] | None:
     """The A/A comparison, with its noise floor (how far from 1 its interval reaches),
     reported for information: it never changes the band."""
     pair = plan.sentinel()
     if pair is None:
         return None
-    sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta)
+    sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta, per_unit)
     if sentinel is not None:
         sentinel["noise_floor"] = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
     return sentinel

@@ -90,10 +90,45 @@ def variant_summary(
     )
     summary["warmup"] = _warmup(samples)
     summary["trial_length"] = _trial_length(samples)
-    split = stats.variance_split([[math.log(v) for v in x.step_ns] for x in samples])
+    workers = [_worker_of(t) for t in ok if t.samples is not None]
+    split = stats.variance_split(
+        [[math.log(v) for v in x.step_ns] for x in samples],
+        workers if any(w is not None for w in workers) else None,
+    )
     summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
+    if split.worker is not None:
+        summary["variance"]["worker"] = split.worker
+    summary.update(_costs(list(trials.values()), workers))
     summary["health"] = _health(ok, summary["load_max"])
     return summary
+
+
+def _worker_of(record: TrialRecord) -> tuple[int, int, int] | None:
+    """The warm worker a trial ran in, or None: a fresh process. Its pid too: a resumed
+    sweep numbers its workers from 0 again."""
+    w = record.worker
+    if w.get("isolation") != "worker":
+        return None
+    return int(w.get("generation", 0)), int(w.get("id", 0)), int(w.get("pid", 0))
+
+
+# the parts of a trial's cost, in the order a trial spends them (TrialRecord.cost_s)
+COST_PARTS = ("start", "build", "first_call", "warmup", "timed", "checks")
+
+
+def _costs(trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]) -> dict[str, Any]:
+    """Where a variant's trials spent their time: the mean seconds per trial of each part
+    (over the trials that wrote their costs down, schema 4 on), and how many warm workers
+    served them."""
+    with_costs = [t.cost_s for t in trials if t.cost_s]
+    if not with_costs:
+        return {}
+    out: dict[str, Any] = {
+        "cost_s": {p: float(np.mean([c.get(p, 0.0) for c in with_costs])) for p in COST_PARTS}
+    }
+    if any(w is not None for w in workers):
+        out["workers"] = len({w for w in workers if w is not None})
+    return out
 
 
 def _warmup(samples: list[Samples]) -> dict[str, Any]:

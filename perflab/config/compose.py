@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from perflab.config import schema as config_module
-from perflab.config.devices import _by_device, _default_option, cuda_defaults
+from perflab.config.devices import _default_option, by_device, cuda_defaults
 from perflab.config.schema import MODEL_SCHEMAS, DataConfig, PerflabConfig
 from perflab.errors import ConfigError, PerflabError, format_value
 from perflab.sweepdir import RUN_MARKERS, check_output_dir
@@ -30,7 +30,7 @@ def register_configs() -> None:
 
     OmegaConf.register_new_resolver("perflab.default", _default_option, replace=True)
     OmegaConf.register_new_resolver("perflab.cuda_defaults", cuda_defaults, replace=True)
-    OmegaConf.register_new_resolver("perflab.by_device", _by_device, replace=True)
+    OmegaConf.register_new_resolver("perflab.by_device", by_device, replace=True)
     store = ConfigStore.instance()
     store.store(name="perflab_schema", node=PerflabConfig)
     for name, node in MODEL_SCHEMAS.items():

@@ -66,6 +66,6 @@ def _default_option(group: str, device: str) -> str:
     return DEVICE_DEFAULTS["cuda" if cuda_defaults(device) else "cpu"][group]
 
 
-def _by_device(cpu_value: Any, cuda_value: Any, *, _root_: Any) -> Any:
+def by_device(cpu_value: Any, cuda_value: Any, *, _root_: Any) -> Any:
     """${perflab.by_device:CPU_VALUE,CUDA_VALUE}: a size whose default depends on the device."""
     return cuda_value if _root_.cuda_defaults else cpu_value

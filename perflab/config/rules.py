@@ -17,6 +17,7 @@ from perflab.config.vocabulary import (
     EXECUTORS,
     FUSED_VALUES,
     INPUT_DTYPES,
+    ISOLATIONS,
     MATMUL_PRECISIONS,
     METRICS,
     MODEL_RESERVED_KEYS,
@@ -231,6 +232,8 @@ def _validate_schedule(s: ScheduleConfig) -> None:
     )
     _one_of("schedule.metric", s.metric, METRICS)
     _at_least("schedule.settle_s", s.settle_s, 0)
+    _one_of("schedule.isolation", s.isolation, ISOLATIONS)
+    _at_least("schedule.trials_per_worker", s.trials_per_worker, 1)
 
 
 def _validate_scaleout(s: ScaleOutConfig) -> None:

@@ -230,6 +230,13 @@ class ScheduleConfig:
     treatments: dict[str, Any] = field(default_factory=dict)
     # seeds the order of variants in each round
     shuffle_seed: int = 0
+    # "worker": every variant's trials run in a warm worker process that builds the
+    # workload once (first call and compilation included) and serves trials_per_worker
+    # rounds before a fresh one replaces it; the analysis takes each such generation of
+    # workers as one independent unit (docs/design.md#warm-workers). "process": every
+    # trial in a fresh process (build, first call and compilation every time)
+    isolation: str = "worker"
+    trials_per_worker: int = 2
     # a label printed on every result, e.g. "exploratory" for the quick preset
     label: str = ""
 

@@ -17,6 +17,8 @@ DATA_SOURCES = ("loader", "memory")
 INPUT_DTYPES = ("float32", "int64")
 TARGET_KINDS = ("classes", "regression", "none")
 METRICS = ("latency", "throughput")
+# schedule.isolation: warm workers serving several trials, or a fresh process per trial
+ISOLATIONS = ("worker", "process")
 
 
 # torch.manual_seed takes seeds up to 2**64 - 1; a larger one failed the trial

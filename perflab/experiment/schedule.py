@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.analysis import stats
-from perflab.analysis.summary import Experiment, analyze, load_trials
+from perflab.analysis.summary import Experiment, analyze, load_trials, rounds_per_unit
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
 from perflab.errors import (
@@ -35,7 +35,7 @@ from perflab.errors import (
     no_space,
 )
 from perflab.experiment.settle import settle
-from perflab.isolation import describe_exit, drop_if_empty, run_isolated
+from perflab.isolation import Worker, describe_exit, drop_if_empty, run_isolated
 from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
 from perflab.summary_file import Summary
 from perflab.sweepdir import (
@@ -53,7 +53,7 @@ from perflab.trial_request import (
     TrialLength,
     TrialRequest,
     failure_record,
-    run_in_fresh_process,
+    run_in_process,
 )
 
 # A variant whose trials keep failing stops being scheduled: after a failure with no
@@ -117,13 +117,67 @@ def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
             raise ConfigError(field_name, target, allowed, problem)
 
 
+class Workers:
+    """The warm workers of a sweep (schedule.isolation=worker): one per variant, each
+    serving the trials of one generation (schedule.trials_per_worker consecutive rounds)
+    and then replaced, all variants' at the same round, so that the analysis can take a
+    generation as one unit (stats.paired_units). A worker whose trial did not end ok is
+    replaced at once: whatever broke stays with it. With schedule.isolation=process
+    there are none and every trial gets a fresh process."""
+
+    def __init__(self, sched: ScheduleConfig) -> None:
+        self.enabled = sched.isolation == "worker"
+        # the analysis's unit: trials_per_worker, capped so that max_rounds holds 3
+        self.per_worker = rounds_per_unit(dataclasses.asdict(sched))
+        self._workers: dict[str, tuple[Worker, int]] = {}  # variant -> (worker, generation)
+        self._started: dict[str, int] = {}  # variant -> workers started so far
+
+    def for_trial(self, name: str, round_: int) -> tuple[Worker | None, dict[str, Any]]:
+        """The worker that runs ``name``'s trial of ``round_``, and what its record says
+        about it (TrialRecord.worker)."""
+        if not self.enabled:
+            return None, {"isolation": "process"}
+        generation = round_ // self.per_worker
+        worker, serving = self._workers.get(name, (None, -1))
+        if worker is None or serving != generation or not worker.running:
+            if worker is not None:
+                worker.close()
+            worker = Worker()
+            self._workers[name] = (worker, generation)
+            self._started[name] = self._started.get(name, 0) + 1
+        info = {
+            "isolation": "worker",
+            "id": self._started[name] - 1,
+            "trial": worker.calls,
+            "generation": generation,
+        }
+        return worker, info
+
+    def retire(self, name: str) -> None:
+        """End ``name``'s worker (its trial failed): the next trial gets a fresh one."""
+        worker, _ = self._workers.pop(name, (None, -1))
+        if worker is not None:
+            worker.close()
+
+    def close(self) -> None:
+        for name in list(self._workers):
+            self.retire(name)
+
+
 def run_one(
-    run: VariantRun, round_: int, sched: ScheduleConfig, lengths: dict[str, TrialLength]
+    run: VariantRun,
+    round_: int,
+    sched: ScheduleConfig,
+    lengths: dict[str, TrialLength],
+    workers: Workers | None = None,
 ) -> TrialRecord:
-    """One trial of a variant in a fresh process. The first trial of each configuration
-    runs to the trial bounds and fixes the length of its later ones (``lengths``)."""
+    """One trial of a variant, in its warm worker or a fresh process (``workers``). The
+    first trial of each configuration runs to the trial bounds and fixes the length of
+    its later ones (``lengths``)."""
     path = trial_record(run.job_dir, round_)
     length = lengths.get(run.config)
+    name = run.job_dir.name
+    worker, info = workers.for_trial(name, round_) if workers else (None, {"isolation": "process"})
     request = dataclasses.replace(
         run.request,
         record_path=str(path),
@@ -131,9 +185,11 @@ def run_one(
         length=length,
         calibrating=length is None,
         settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
+        worker=info,
+        sent_at=time.time(),
     )
     try:
-        record = _load_or_reject(run_in_fresh_process(request), request)
+        record = _load_or_reject(run_in_process(request, worker), request)
     except OSError as exc:
         if not run.job_dir.exists():  # its record had nowhere to go
             raise SweepDirDeleted(
@@ -141,6 +197,8 @@ def run_one(
             ) from exc
         raise
     drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
+    if workers is not None and record.status != "ok":
+        workers.retire(name)
     count(run, record, sched.metric, lengths)
     return record
 
@@ -183,6 +241,7 @@ def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tu
             if runs[variant.name].active and runs[base.name].active
         ],
         sched.confidence,
+        rounds_per_unit(dataclasses.asdict(sched)),
     )
 
 
@@ -287,6 +346,7 @@ def run_experiment(
     rng = random.Random(sched.shuffle_seed)
     lengths: dict[str, TrialLength] = {}  # configuration -> its fixed trial length
     stop, rounds, current, round_start = "max rounds", 0, -1, 0.0
+    workers = Workers(sched)
     try:
         # rounds already on disk are always completed and kept, even past a lowered max
         for round_ in range(max(sched.max_rounds, frontier + 1)):
@@ -304,7 +364,7 @@ def run_experiment(
                 current, round_start = round_, time.monotonic()
                 for name in todo:
                     session.check_still_there()
-                    run_one(runs[name], round_, sched, lengths)
+                    run_one(runs[name], round_, sched, lengths, workers)
                     session.ran += 1
                 session.spent(round_, time.monotonic() - round_start)
                 current = -1
@@ -330,6 +390,8 @@ def run_experiment(
         lost = _finish_lost(session, exc, rounds)
         exc.summary = lost.to_dict() if lost is not None else None
         raise
+    finally:
+        workers.close()  # no worker outlives its sweep, however it ends
     if kept and not session.ran and stop != "interrupted":
         say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
     return _finish(session, stop, rounds)
@@ -345,7 +407,11 @@ def _should_stop(
     say: Callable[[str], None],
     ran: bool,
 ) -> str:
-    """Why the experiment stops after this round, or "" to go on."""
+    """Why the experiment stops after this round, or "" to go on. With warm workers the
+    rule is judged at the end of a worker generation only, the time budget against the
+    time the generation took (the next one would take as long): the analysis counts
+    whole generations (stats.paired_units), and perflab.analysis.simulation measured the
+    rule's error rates judged this way."""
     elapsed = session.elapsed()
     round_s = session.round_s[rounds - 1] if len(session.round_s) >= rounds else 0.0
     width, who = widest(plan, runs, sched)
@@ -353,9 +419,13 @@ def _should_stop(
         say(_progress(rounds, sched, variants, width, who, elapsed, round_s))
     if width < 0 and (plan.comparisons() or plan.sentinel()):
         return "no comparison left (failed variants)"
+    per_unit = rounds_per_unit(dataclasses.asdict(sched))
+    if rounds % per_unit and rounds < sched.max_rounds:
+        return ""
+    unit_s = sum(session.round_s[max(rounds - per_unit, 0) : rounds])
     if rounds >= sched.min_rounds and width <= sched.target_half_width:
         return "precision reached"
-    if rounds >= sched.min_rounds and elapsed + round_s > sched.time_budget_s:
+    if rounds >= sched.min_rounds and elapsed + unit_s > sched.time_budget_s:
         return "time budget"
     return ""
 
@@ -412,7 +482,9 @@ def _progress(
     if width < 0:
         ci = "n/a"
     elif width == float("inf"):
-        ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} paired rounds)"
+        per_unit = rounds_per_unit(dataclasses.asdict(sched))
+        units = "paired rounds" if per_unit == 1 else f"worker generations of {per_unit} rounds"
+        ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} {units})"
     elif width >= 1:
         ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing
     else:

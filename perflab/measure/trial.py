@@ -10,9 +10,14 @@ pass after the block.
 
 from __future__ import annotations
 
+import gc
+import json
 import logging
+import os
 import random
+import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from perflab.measure.steps import (
     INFER_PHASES,
     TRAIN_PHASES,
     Prepared,
+    Step,
     first_call,
     make_step,
     prepare,
@@ -47,26 +53,24 @@ def _now() -> str:
 
 def measure(
     cfg: PerflabConfig,
-    resolved: Resolved,
-    prep: Prepared,
+    built: Built,
     record: TrialRecord,
     length: TrialLength | None = None,
     calibrating: bool = False,
 ) -> None:
-    """First call, warm-up and the timed block; fills record.samples, evidence and the
-    memory reading after every timed sample (record.memory[SAMPLE_BYTES]).
+    """Warm-up and the timed block of a built workload (its first call, timed apart, came
+    with the build); fills record.samples, evidence and the memory reading after every
+    timed sample (record.memory[SAMPLE_BYTES]).
     ``length``: the timed steps and steps per sample fixed by an earlier trial of this
     configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
     this trial's length becomes the fixed one of its configuration)."""
     phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
-    tcfg, source = cfg.trial, prep.workload.batches
-    step = make_step(cfg, resolved, prep)
+    tcfg, source, resolved = cfg.trial, built.prep.workload.batches, built.resolved
+    step = built.step
     # every timed sample opens with a mark of its own (run_block's untimed gap)
     timer = make_timer(resolved.device, capacity=tcfg.max_steps * (len(phases) + 1) + 1)
 
-    at_start = knobs.compile_counters()
-    first_ns, first_batch = first_call(step, prep, timer)
-    record.evidence["data_loader"] = knobs.loader_evidence(cfg, first_batch, resolved.device)
+    record.evidence["data_loader"] = built.loader_evidence
     fixed_group = length.steps_per_sample if length else None
     warm = warm_up(step, source, timer, tcfg, resolved.device, fixed_group)
     group = warm.steps_per_sample
@@ -96,7 +100,8 @@ def measure(
         step_ns=times.step_ns,
         phases_ns=times.phases_ns,
         warmup_sample_ns=warm.sample_ns,
-        first_call_ns=first_ns,
+        # the step's first call in this process: with a warm worker, the one that built it
+        first_call_ns=built.first_call_ns,
         timed_s=round(block.seconds, 6),
         stop_reason="fixed_steps"
         if length and block.stop_reason == "max_steps"
@@ -113,7 +118,10 @@ def measure(
             f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
             "time was steady; the timed block may still be ramping"
         )
-    record.evidence["compile"] = knobs.compile_evidence(resolved, at_start, before, after)
+    record.evidence["compile"] = knobs.compile_evidence(
+        resolved, built.compile_at_start, before, after
+    )
+    record.cost_s.update(warmup=round(warm.seconds, 6), timed=round(block.seconds, 6))
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
     # graphs counts how many new graphs it produced.
     if after["frames_compiled"] > before["frames_compiled"]:
@@ -175,13 +183,16 @@ def run_trial(request: TrialRequest) -> str:
     A ConfigError (an impossible setting on this machine) propagates before anything is
     measured and no record is written; every other failure becomes a "failed" record.
     What the trial prints (warnings, compiler output, the user's model) goes to its log
-    beside the record (perflab.isolation.log_beside), not to the console.
+    beside the record (perflab.isolation.log_beside), not to the console. In a warm
+    worker (request.worker["isolation"] == "worker") the workload built by the worker's
+    first trial is kept for the later ones (see Built).
     """
+    started = time.time()
     with output_to(log_beside(request.record_path)):
-        return _trial(request)
+        return _trial(request, started)
 
 
-def _trial(request: TrialRequest) -> str:
+def _trial(request: TrialRequest, started: float) -> str:
     cfg = request.config
     user_code_importable(request)
     record = TrialRecord(
@@ -193,8 +204,12 @@ def _trial(request: TrialRequest) -> str:
         round=request.round,
         choices=dict(request.choices),
         load_start=environment.load_average(),
+        worker={**request.worker, "pid": os.getpid()},
     )
-    resolved = resolve(cfg)
+    if request.sent_at:
+        record.cost_s["start"] = round(max(started - request.sent_at, 0.0), 6)
+    built = _reusable(request)
+    resolved = built.resolved if built else resolve(cfg)
     record.settings = settings_of(cfg, resolved)
     record.warnings.extend(resolved.warnings)
     # The probe and the evidence pass give the same answer in every round of a variant
@@ -204,7 +219,7 @@ def _trial(request: TrialRequest) -> str:
     if request.settle:
         record.environment["settle"] = dict(request.settle)
     try:
-        _run(cfg, resolved, record, checks, request)
+        _run(cfg, resolved, record, checks, request, built)
     except ConfigError:
         raise
     except SystemExit as exc:  # sys.exit() in the user's code, e.g. importing the model
@@ -216,11 +231,99 @@ def _trial(request: TrialRequest) -> str:
         record.status = "failed"
         record.error = ErrorInfo(type(exc).__name__, str(exc), traceback.format_exc())
         log.error("trial failed: %s: %s", type(exc).__name__, exc)
+    if record.status != "ok":
+        _forget()  # a workload that failed is not served again
     record.environment.update({**request.invocation, **environment.machine()})
     record.load_end = environment.load_average()
     record.finished_at = _now()
     write_record(Path(request.record_path), record, parents=False)
     return record.status
+
+
+@dataclass
+class Built:
+    """A variant's workload with its knobs applied and its first call made: what a warm
+    worker keeps from its first trial to its last (schedule.isolation=worker), so that
+    build, first call and compilation are paid once per worker, not once per trial
+    (docs/design.md#warm-workers). What it does not keep is what makes a trial a sample:
+    each trial gets its own heap-layout pad, warm-up, timed block and record."""
+
+    # the configuration it was built for: a worker serves one variant
+    key: str
+    resolved: Resolved
+    prep: Prepared
+    step: Step
+    first_call_ns: int
+    loader_evidence: dict[str, Any]
+    # dynamo's counters before the first call (knobs.compile_evidence counts from them)
+    compile_at_start: dict[str, int]
+    # what the knobs did (threads, matmul precision, cudnn.benchmark) and the conditions
+    evidence: dict[str, dict[str, Any]]
+    conditions: dict[str, Any]
+    # the weights before the first step, for the numerics probe (None: not taken, as no
+    # trial of this worker runs the probe)
+    snapshot: dict[str, Any] | None
+    build_s: float
+
+
+# The workload a warm worker built, kept between its trials; None in a fresh process.
+_BUILT: Built | None = None
+
+
+def _config_key(request: TrialRequest) -> str:
+    return json.dumps(request.config_dict, sort_keys=True, default=str)
+
+
+def _reusable(request: TrialRequest) -> Built | None:
+    """The worker's built workload, if this trial may use it: a later trial of the same
+    configuration in the same worker."""
+    later = request.worker.get("isolation") == "worker" and request.worker.get("trial", 0) > 0
+    if later and _BUILT is not None and _BUILT.key == _config_key(request):
+        return _BUILT
+    return None
+
+
+def _forget() -> None:
+    global _BUILT
+    _BUILT = None
+
+
+def _build(cfg: PerflabConfig, resolved: Resolved, request: TrialRequest) -> Built:
+    """Apply the knobs, build the workload and make its first call (timed apart: first
+    batch, compilation, autotuning, lazy initialisation)."""
+    start = time.perf_counter()
+    evidence = {
+        "threads": knobs.apply_threads(cfg.threads),
+        "matmul_precision": knobs.apply_matmul_precision(cfg.matmul_precision),
+        "cudnn_benchmark": knobs.apply_cudnn_benchmark(cfg.cudnn_benchmark, resolved.device),
+    }
+    knobs.apply_seed(cfg.seed)
+    conditions = {**knobs.conditions(), "seed": cfg.seed}
+    prep = prepare(cfg, resolved)
+    # the probe restores these weights: taken whenever a trial of this worker may run it
+    snapshot = (
+        {k: v.detach().to("cpu", copy=True) for k, v in prep.model.state_dict().items()}
+        if request.round == 0 or cfg.trial.checks_every_round
+        else None
+    )
+    step = make_step(cfg, resolved, prep)
+    build_s = time.perf_counter() - start
+    at_start = knobs.compile_counters()
+    first_ns, first_batch = first_call(step, prep, make_timer(resolved.device, capacity=8))
+    loader = knobs.loader_evidence(cfg, first_batch, resolved.device)
+    return Built(
+        _config_key(request),
+        resolved,
+        prep,
+        step,
+        first_ns,
+        loader,
+        at_start,
+        evidence,
+        conditions,
+        snapshot,
+        build_s,
+    )
 
 
 # Every trial process is forked from the same server, so without this every trial of a
@@ -245,26 +348,30 @@ def _run(
     record: TrialRecord,
     checks: bool,
     request: TrialRequest,
+    built: Built | None,
 ) -> None:
-    """Measure; with ``checks``, also the numerics probe and the layer-evidence pass."""
+    """Measure (building the workload first unless the worker has it); with ``checks``,
+    also the numerics probe and the layer-evidence pass."""
+    global _BUILT
     pad = randomize_layout()
     record.environment["layout_pad_bytes"] = len(pad)
+    # the previous trial's garbage (a warm worker's) is collected here, not while timed
+    gc.collect()
     memory.reset_peak(resolved.device)
     rss_at_start = memory.current_rss_bytes()
-    record.evidence["threads"] = knobs.apply_threads(cfg.threads)
-    knobs.apply_seed(cfg.seed)
-    record.evidence["matmul_precision"] = knobs.apply_matmul_precision(cfg.matmul_precision)
-    record.evidence["cudnn_benchmark"] = knobs.apply_cudnn_benchmark(
-        cfg.cudnn_benchmark, resolved.device
-    )
-    record.conditions = {**knobs.conditions(), "seed": cfg.seed}
-    prep = prepare(cfg, resolved)
-    snapshot = (
-        {k: v.detach().to("cpu", copy=True) for k, v in prep.model.state_dict().items()}
-        if checks
-        else {}
-    )
-    measure(cfg, resolved, prep, record, request.length, request.calibrating)
+    if built is None:
+        built = _build(cfg, resolved, request)
+        record.cost_s.update(
+            build=round(built.build_s, 6), first_call=round(built.first_call_ns / 1e9, 6)
+        )
+        if request.worker.get("isolation") == "worker":
+            _BUILT = built
+    else:
+        record.cost_s.update(build=0.0, first_call=0.0)
+    record.evidence.update(built.evidence)
+    record.conditions = dict(built.conditions)
+    measure(cfg, built, record, request.length, request.calibrating)
+    prep = built.prep
     calibration = getattr(prep.model, "calibration", None)  # the spin model's, on CUDA
     if calibration is not None:
         record.environment["spin_calibration"] = {
@@ -273,8 +380,10 @@ def _run(
         }
     record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
     record.memory.update(memory.peak_memory(resolved.device, rss_at_start))
-    if checks:
+    if checks and built.snapshot is not None:
+        start = time.perf_counter()
         record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
-        record.probe = numerics_probe(cfg, resolved, prep, snapshot)
+        record.probe = numerics_probe(cfg, resolved, prep, built.snapshot)
         evidence_pass(cfg, resolved, prep, record)
+        record.cost_s["checks"] = round(time.perf_counter() - start, 6)
     del pad  # held until here on purpose

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
 from perflab.records import TrialRecord
-from perflab.summary_file import Comparison, Estimate, Summary
+from perflab.report.time_section import PARTS
+from perflab.summary_file import Comparison, Estimate, Isolation, Summary
 
 
 def fmt_ns(ns: float) -> str:
@@ -132,6 +133,8 @@ def experiment_table(summary: Summary) -> str:
             f"{s.estimate.verdict}; noise floor +-{s.noise_floor:.1%} (information: the band "
             f"stays +-{summary.delta:.1%})"
         )
+    if summary.isolation is not None and summary.isolation.trials:
+        lines.append(f"  {_time_line(summary.isolation)}")
     for note in summary.health:
         lines.append(f"  health: {note}")
     for v in summary.variants:
@@ -141,3 +144,17 @@ def experiment_table(summary: Summary) -> str:
         for flag in v.health:
             lines.append(f"  health, {v.label}: {flag}")
     return "\n".join(lines)
+
+
+def _time_line(iso: Isolation) -> str:
+    """Where a trial's time went, on average: what warm workers save shows as the build
+    and first call of their later trials costing nothing."""
+    how = (
+        f"warm workers serving {iso.trials_per_worker} rounds each"
+        if iso.mode == "worker"
+        else "a fresh process each"
+    )
+    parts = ", ".join(
+        f"{name} {iso.cost_s.get(key, 0.0) / iso.trials:.3f} s" for key, name in PARTS.items()
+    )
+    return f"time per trial ({iso.trials} trials, {how}): {parts}"

@@ -19,6 +19,7 @@ from perflab.report.markdown_text import num as _num
 from perflab.report.memory_section import resources_section
 from perflab.report.profiles import profiles_section, why_section
 from perflab.report.tables import Report, first_ok
+from perflab.report.time_section import isolation_text, time_section
 
 
 def _x(speedup: float) -> str:
@@ -311,20 +312,24 @@ def baseline_config(report: Report, firsts: dict[str, Any]) -> list[str]:
 
 def method_section(report: Report) -> list[str]:
     s, sched = report.summary, report.experiment.schedule
+    workers = s.isolation is not None and s.isolation.mode == "worker"
+    # with warm workers the analysis's unit is a worker generation (its rounds' mean)
+    unit, units = ("per-generation", "worker generations") if workers else ("per-round", "rounds")
     metric = (
         "the median step time of each trial"
         if s.metric == "latency"
         else "the timed nanoseconds per sample of each trial (stalls count)"
     )
     return [
-        f"Each round ran one trial of every variant in a freshly shuffled order, each trial "
-        f"in a fresh process with its own random heap layout, after a first call timed "
-        f"apart and a warm-up that lasted until the step time was steady (or its cap); "
+        f"Each round ran one trial of every variant in a freshly shuffled order "
+        f"({isolation_text(s.isolation)}). Every trial had its own random heap layout and, "
+        f"after its process's first call (timed apart), a warm-up that lasted until the "
+        f"step time was steady (or its cap); "
         f"the first trial of each configuration fixed the timed steps of its later ones, "
         f"and a hidden copy of a baseline (A/A sentinel) ran in every round. "
         f"Per trial, one number: {metric}. Speedup = baseline / variant, estimated as the "
-        f"exponential of the mean per-round log-ratio, with a Student t interval at "
-        f"{s.ci_level:.0%} (from {MIN_PAIRED_ROUNDS} paired rounds on; a 20 %-trimmed "
+        f"exponential of the mean {unit} log-ratio, with a Student t interval at "
+        f"{s.ci_level:.0%} (from {MIN_PAIRED_ROUNDS} paired {units} on; a 20 %-trimmed "
         f"interval when a round is an outlier; the estimate of a model that holds the "
         f"preceding variant equal when a carry-over is flagged), Holm-adjusted "
         f"across comparisons. Verdicts use the practical band delta = {s.delta:.1%} "
@@ -396,6 +401,7 @@ def render(
         for name, title in plots:
             lines += [f"### {title}", "", f"![{title}]({name})", ""]
     lines += resources_section(report)
+    lines += time_section(report)
     lines += why_section(report)
     files = files or ProfilerFiles()
     lines += profiles_section(report, files.traces)
