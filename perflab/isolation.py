@@ -315,10 +315,11 @@ def _answer(recv: multiprocessing.connection.Connection, proc: Any, timeout_s: f
 class Worker:
     """A process from the same fork server that answers calls one at a time, keeping
     what they leave in its memory from one call to the next (schedule.isolation=worker:
-    a variant's built workload, compiled graphs and warm caches; docs/design.md#warm-
-    workers). It starts on its first call. A call that hangs, crashes or is interrupted
-    ends the worker: the next call starts a fresh one. What happens in it never raises
-    here, with run_isolated's two exceptions (KeyboardInterrupt, DiskFull)."""
+    a variant's built workload, compiled graphs and warm caches;
+    docs/design.md#warm-workers). It starts on its first call. A call that hangs,
+    crashes or is interrupted ends the worker: the next call starts a fresh one. What
+    happens in it never raises here, with run_isolated's two exceptions
+    (KeyboardInterrupt, DiskFull)."""
 
     def __init__(self) -> None:
         self._proc: Any = None

@@ -141,6 +141,8 @@ class Workers:
         worker, serving = self._workers.get(name, (None, -1))
         if worker is None or serving != generation or not worker.running:
             if worker is not None:
+                # waited for, not left to exit in the background: its teardown must not
+                # run beside the next timed block
                 worker.close()
             worker = Worker()
             self._workers[name] = (worker, generation)
