@@ -324,9 +324,8 @@ class Worker:
     def __init__(self) -> None:
         self._proc: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
-        # calls answered by the current process, and its pid
+        # calls answered by the current process
         self.calls = 0
-        self.pid: int | None = None
 
     @property
     def running(self) -> bool:
@@ -338,7 +337,7 @@ class Worker:
         self._proc = ctx.Process(target=_serve, args=(theirs, os.getpid()), daemon=False)
         self._proc.start()
         theirs.close()  # the worker holds the only other end now: EOF means it died
-        self._conn, self.calls, self.pid = ours, 0, self._proc.pid
+        self._conn, self.calls = ours, 0
         return ours
 
     def call(self, fn: str, arg: Any, timeout_s: float, log: Path | None = None) -> Outcome:

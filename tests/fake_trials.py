@@ -15,7 +15,7 @@ class FakeTrials:
         self.calls: list[tuple[str, int]] = []
         self.interrupt_at = interrupt_at
 
-    def __call__(self, run, round_: int, sched, lengths, workers=None):
+    def __call__(self, run, round_: int, sched, lengths, workers):
         from perflab.experiment import schedule
 
         if len(self.calls) == self.interrupt_at:

@@ -115,7 +115,6 @@ def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_pa
             assert first.worker["pid"] == later.worker["pid"]
             assert first.cost_s["first_call"] > 0 and first.cost_s["build"] > 0
             assert later.cost_s["first_call"] == later.cost_s["build"] == 0
-            assert later.cost_s["start"] < 0.5  # a round trip, no process start
             # the first call the later trial reports is its worker's
             assert first.samples.first_call_ns == later.samples.first_call_ns
             pids.add(first.worker["pid"])

@@ -117,6 +117,11 @@ def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
             raise ConfigError(field_name, target, allowed, problem)
 
 
+def _per_unit(sched: ScheduleConfig) -> int:
+    """Rounds per unit of the analysis, as it reads them from experiment.json."""
+    return rounds_per_unit(dataclasses.asdict(sched))
+
+
 class Workers:
     """The warm workers of a sweep (schedule.isolation=worker): one per variant, each
     serving the trials of one generation (schedule.trials_per_worker consecutive rounds)
@@ -128,7 +133,7 @@ class Workers:
     def __init__(self, sched: ScheduleConfig) -> None:
         self.enabled = sched.isolation == "worker"
         # the analysis's unit: trials_per_worker, capped so that max_rounds holds 3
-        self.per_worker = rounds_per_unit(dataclasses.asdict(sched))
+        self.per_worker = _per_unit(sched)
         self._workers: dict[str, tuple[Worker, int]] = {}  # variant -> (worker, generation)
         self._started: dict[str, int] = {}  # variant -> workers started so far
 
@@ -171,7 +176,7 @@ def run_one(
     round_: int,
     sched: ScheduleConfig,
     lengths: dict[str, TrialLength],
-    workers: Workers | None = None,
+    workers: Workers,
 ) -> TrialRecord:
     """One trial of a variant, in its warm worker or a fresh process (``workers``). The
     first trial of each configuration runs to the trial bounds and fixes the length of
@@ -179,7 +184,7 @@ def run_one(
     path = trial_record(run.job_dir, round_)
     length = lengths.get(run.config)
     name = run.job_dir.name
-    worker, info = workers.for_trial(name, round_) if workers else (None, {"isolation": "process"})
+    worker, info = workers.for_trial(name, round_)
     request = dataclasses.replace(
         run.request,
         record_path=str(path),
@@ -199,8 +204,8 @@ def run_one(
             ) from exc
         raise
     drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
-    if workers is not None and record.status != "ok":
-        workers.retire(name)
+    if record.status != "ok":
+        workers.retire(name)  # nothing to end with a fresh process per trial
     count(run, record, sched.metric, lengths)
     return record
 
@@ -243,7 +248,7 @@ def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tu
             if runs[variant.name].active and runs[base.name].active
         ],
         sched.confidence,
-        rounds_per_unit(dataclasses.asdict(sched)),
+        _per_unit(sched),
     )
 
 
@@ -421,7 +426,7 @@ def _should_stop(
         say(_progress(rounds, sched, variants, width, who, elapsed, round_s))
     if width < 0 and (plan.comparisons() or plan.sentinel()):
         return "no comparison left (failed variants)"
-    per_unit = rounds_per_unit(dataclasses.asdict(sched))
+    per_unit = _per_unit(sched)
     if rounds % per_unit and rounds < sched.max_rounds:
         return ""
     unit_s = sum(session.round_s[max(rounds - per_unit, 0) : rounds])
@@ -484,7 +489,7 @@ def _progress(
     if width < 0:
         ci = "n/a"
     elif width == float("inf"):
-        per_unit = rounds_per_unit(dataclasses.asdict(sched))
+        per_unit = _per_unit(sched)
         units = "paired rounds" if per_unit == 1 else f"worker generations of {per_unit} rounds"
         ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} {units})"
     elif width >= 1:

@@ -1,7 +1,8 @@
 """One trial: build the workload, apply the knobs, time it honestly, write the record.
 
 The order never changes: resolve settings -> build -> apply knobs -> first call timed
-apart -> warm-up -> timed block -> numerics probe -> evidence pass -> record. Only the
+apart (a warm worker's later trials keep its build and start here) -> warm-up ->
+timed block -> numerics probe -> evidence pass -> record. Only the
 user's step runs inside the timed window, plus the timer's marks; the bound check and the
 memory reading per sample (the leak flag's) run in the gap between one sample's closing
 mark and the next one's opening mark, and the probe and the layer hooks of the evidence
