@@ -25,6 +25,7 @@ from perflab.config.schema import PerflabConfig
 from perflab.console_streams import guard_console
 from perflab.errors import OutputLost, PerflabError, printable
 from perflab.experiment.invocation import read_invocation
+from perflab.isolation import start_fork_server
 from perflab.records import check_writable, load_record
 from perflab.sweepdir import single_run_record
 
@@ -78,6 +79,13 @@ def _run_app(cfg: DictConfig) -> None:
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
 
 
+# Hydra's flags that print something and run no trial (`perflab --help`, `--cfg job`)
+INFO_FLAGS = frozenset(
+    ["--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i"]
+    + ["--shell-completion", "-sc"]
+)
+
+
 def main() -> None:
     # Hydra prints its own multi-line report and exits 1 on any exception unless
     # HYDRA_FULL_ERROR is set; with it set, exceptions reach us and we choose the exit
@@ -86,6 +94,8 @@ def main() -> None:
     guard_console()  # `perflab ... | head`, a dropped SSH session: measuring goes on
     try:
         check_overrides(sys.argv[1:])
+        if not INFO_FLAGS.intersection(sys.argv[1:]):  # these run no trial
+            start_fork_server()
         _app()
     except OutputLost as exc:  # a single run's record could not be written
         print(f"perflab: stopped: {printable(str(exc))}", file=sys.stderr)

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import pytest
@@ -23,6 +24,13 @@ from perflab.config.compose import register_configs
 from perflab.config.schema import PerflabConfig
 
 register_configs()
+
+# The Ctrl-C tests send SIGINT to a perflab they started. A shell starts a background
+# job (`pytest &` in a script) with SIGINT ignored, and an ignored signal stays ignored
+# across exec: perflab would never see it. A handled one is reset to the default on
+# exec, so Python in the child installs its own KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -54,9 +54,10 @@ FAULTS: dict[str, Callable[[], None]] = {
 
 
 class Faulty(nn.Module):
-    def __init__(self, fault: str, step_us: int, started_log: str) -> None:
+    def __init__(self, fault: str, step_us: int, started_log: str, hold_while: str) -> None:
         super().__init__()
         self.fault, self.step_ns, self.started_log = FAULTS[fault], step_us * 1000, started_log
+        self.hold_while = hold_while
         self.scale = nn.Parameter(torch.ones(1))
         self.started = False
 
@@ -66,6 +67,8 @@ class Faulty(nn.Module):
             with open(self.started_log, "a") as f:
                 f.write(f"{os.getpid()}\n")
         self.started = True
+        while self.hold_while and os.path.exists(self.hold_while):
+            time.sleep(0.01)
         deadline = time.perf_counter_ns() + self.step_ns
         while time.perf_counter_ns() < deadline:
             pass
@@ -73,7 +76,11 @@ class Faulty(nn.Module):
         return x * self.scale
 
 
-def build(fault: str = "none", step_us: int = 200, started_log: str = "") -> nn.Module:
+def build(
+    fault: str = "none", step_us: int = 200, started_log: str = "", hold_while: str = ""
+) -> nn.Module:
     """``fault``: one of FAULTS; ``started_log``: a file each trial process appends its
-    pid to when its model first runs (tests use it to interrupt a trial mid-way)."""
-    return Faulty(fault, step_us, started_log)
+    pid to when its model first runs (tests use it to interrupt a trial mid-way);
+    ``hold_while``: every step waits while this file exists (a sweep kept running for as
+    long as a test needs it to)."""
+    return Faulty(fault, step_us, started_log, hold_while)

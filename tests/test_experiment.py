@@ -39,10 +39,12 @@ def sweep_dir(cwd: Path) -> Path:
 
 
 def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
-    # Six rounds of 100-step trials, not FAST's three of 20: with three rounds the
-    # sentinel's t quantile is 4.3, and one preempted trial on a shared machine widened
-    # its noise floor past the true 5 % effect (INCONCLUSIVE) in a CI run.
+    # Six rounds of 100-step trials, not FAST's three of 20, each in its own worker: with
+    # three units (three rounds, or six at quick's two rounds a worker) the sentinel's t
+    # quantile is 4.3, and one preempted trial on a shared machine widened its noise floor
+    # past the true 5 % effect (INCONCLUSIVE) in two CI runs.
     rounds = ("schedule.min_rounds=6", "schedule.max_rounds=6", "trial.min_steps=100")
+    rounds += ("schedule.trials_per_worker=1",)
     settle = "schedule.settle_s=0.01"  # on a CPU: a plain pause before each trial
     result = perflab(
         tmp_path, "+experiment=spin_ratio", "report.dir=reports/spin", *FAST, *rounds, settle

@@ -121,7 +121,12 @@ def test_sighup_to_the_terminal_s_processes_behaves_like_ctrl_c(tmp_path):
 @pytest.mark.slow
 def test_a_second_perflab_on_a_live_sweep_directory_is_refused(tmp_path):
     sweep, started = tmp_path / "sweep", tmp_path / "started.log"
-    first = start(tmp_path, *LONG, f"+model.args.started_log={started}", f"hydra.sweep.dir={sweep}")
+    # the first sweep's steps wait while `hold` exists: it is surely still running when
+    # the second perflab arrives, however slow a loaded machine makes that
+    hold = tmp_path / "hold"
+    hold.touch()
+    held = (f"+model.args.started_log={started}", f"+model.args.hold_while={hold}")
+    first = start(tmp_path, *LONG, *held, f"hydra.sweep.dir={sweep}")
     wait_for_trials(started, 1, first)
     # another experiment (other sizes) and the same one are both refused while it runs
     for other in ("+model.args.step_us=2000,9000", "+model.args.step_us=2000,2100"):
@@ -130,6 +135,7 @@ def test_a_second_perflab_on_a_live_sweep_directory_is_refused(tmp_path):
         [line] = second.stderr.strip().splitlines()
         assert line.startswith(f"perflab: error: hydra.sweep.dir={sweep}: in use by perflab (pid ")
         assert f"pid {first.pid} " in line
+    hold.unlink()
     out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     summary = json.loads((sweep / "summary.json").read_text())

@@ -41,7 +41,7 @@ def run_profile(request: TrialRequest) -> str:
 
 
 def _profile(request: TrialRequest) -> str:
-    from perflab.profile import attribution
+    from perflab.profile import attribution, operators
     from perflab.profile import capture as profiling
     from perflab.profile.profile_file import TOP_OPS
 
@@ -77,6 +77,7 @@ def _profile(request: TrialRequest) -> str:
         p.stacks,
     )
     trace = profiling.export_trace(prof, out.parent)
+    table = operators.read(trace)
     extras = {
         "memory_snapshot": _finish_memory_snapshot(snapshot, out),
         "host_annotations": attribution.host_table(trace, TOP_OPS),
@@ -87,10 +88,10 @@ def _profile(request: TrialRequest) -> str:
         out,
         variant={"choices": request.choices, "settings": settings_of(cfg, resolved)},
         device=resolved.device,
-        rows=profiling.op_rows(prof),
+        rows=table.rows,
         trace=stored,
         profiled_steps=p.active,
-        busy=profiling.busy_time(list(prof.events())) if resolved.device != "cuda" else {},
+        busy=table.busy if resolved.device != "cuda" else {},
         extras=extras,
         # on CUDA, every kernel counted once under the operator that launched it
         device_side=(attribution.attribute(trace, TOP_OPS) if resolved.device == "cuda" else None),

@@ -5,7 +5,7 @@ trial and its numbers never enter the statistics. The trial builds the variant e
 like a timed one, runs its first call, then steps under a profiler schedule (wait,
 warm-up, active), with a record_function range around every phase of the step. It
 writes a compressed Chrome/Perfetto trace and a JSON profile record with the operator
-table and the time per kernel family.
+table (read from that trace: perflab.profile.operators) and the time per kernel family.
 """
 
 from __future__ import annotations
@@ -22,31 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from perflab.atomic import replaced_whole
-from perflab.profile.families import OpRow, busy_summary, classify, family_times
+from perflab.profile.families import OpRow, family_times
 from perflab.profile.profile_file import PROFILE_SCHEMA_VERSION, TOP_OPS
 from perflab.records import write_json_atomic
 from perflab.sweepdir import TRACE_DIR, TRACE_FILE
 
 PHASE_PREFIX = "perflab/"
-
-
-def op_rows(prof: Any) -> list[OpRow]:
-    rows = []
-    for e in prof.key_averages(group_by_input_shape=True):
-        rows.append(
-            OpRow(
-                name=e.key,
-                family=classify(e.key),
-                calls=int(e.count),
-                self_cpu_us=float(e.self_cpu_time_total),
-                self_device_us=float(getattr(e, "self_device_time_total", 0.0) or 0.0),
-                self_cpu_memory_bytes=int(getattr(e, "self_cpu_memory_usage", 0) or 0),
-                input_shapes=str(e.input_shapes)[:200],
-                annotation=bool(getattr(e, "is_user_annotation", False))
-                or e.key.startswith("ProfilerStep"),
-            )
-        )
-    return rows
 
 
 class PhaseMarks:
@@ -134,37 +115,6 @@ def _quiet_stderr() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-
-
-# --- device busy and idle ---------------------------------------------------------------
-
-
-def _outermost_ops(events: list[Any]) -> list[Any]:
-    """ATen operators not nested in another ATen operator: their union is the time the
-    CPU spent inside operators rather than in Python and the framework."""
-
-    def nested(e: Any) -> bool:
-        parent = e.cpu_parent
-        while parent is not None:
-            if parent.name.startswith("aten::"):
-                return True
-            parent = parent.cpu_parent
-        return False
-
-    return [e for e in events if e.name.startswith("aten::") and not nested(e)]
-
-
-def busy_time(events: list[Any]) -> dict[str, Any]:
-    """On CPU: the share of the profiled steps (the ProfilerStep#N ranges, named
-    ProfilerStep* in the event list) spent inside outermost ATen operators. On CUDA
-    perflab.profile.attribution measures device busy time from the trace's kernels instead."""
-    windows = [
-        (e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep")
-    ]
-    spans = [(e.time_range.start, e.time_range.end) for e in _outermost_ops(events)]
-    return busy_summary(
-        spans, windows, "outermost ATen operators on the CPU (the rest is Python and framework)"
-    )
 
 
 # free space below which a failed trace export is taken for a full disk
