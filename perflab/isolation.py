@@ -82,10 +82,27 @@ def start_fork_server() -> None:
     composition, the launcher's imports) instead of after it. Nothing changes for the
     children: the server's environment, working directory and sys.path are the ones it
     would have had (perflab sets none of them between start-up and the first trial)."""
+    import atexit
     import multiprocessing.forkserver
 
     _context()
     multiprocessing.forkserver.ensure_running()
+    atexit.register(_stop_fork_server)
+
+
+def _stop_fork_server() -> None:
+    """At exit, end the fork server at once instead of letting it notice on its own. It
+    holds this command's stdout and stderr, and one still importing torch (a command that
+    stopped at a config error a second after it began) would keep whoever reads them
+    (`$(perflab ...)`, a test's subprocess.run) waiting seconds for their end. Its
+    children, the trials, are gone by then."""
+    import multiprocessing.forkserver
+
+    # CPython's ForkServer keeps its server's pid here (no public accessor)
+    pid = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def resolve_function(fn: Callable[[Any], Any] | str) -> Callable[[Any], Any]:
