@@ -2,9 +2,9 @@
 
 torch's ``key_averages()`` builds the same table by first turning every recorded event
 into a Python ``FunctionEvent`` (``_parse_kineto_results``): on the convnet at batch 64
-on a 2-core CPU that took 6 of a profiling trial's 17 s, more than the profiled steps
+on a 2-core CPU that took 6.3 of a profiling trial's 17.5 s, more than the profiled steps
 themselves. The trace perflab writes anyway holds everything the table needs, and one
-pass over its events in plain Python takes a fraction of a second. The rules are
+pass over its events in plain Python took 0.7 s (benchmarks/profile_cost.py). The rules are
 key_averages' own, so the numbers are the same (tests/test_operators.py compares the
 two on one profile):
 
@@ -103,7 +103,10 @@ def _spans(events: list[dict[str, Any]]) -> list[_Span]:
 def _shapes(dims: list[Any]) -> str:
     """The input shapes as key_averages writes them: a list of tensors (the trace's
     nested list) has no shape there."""
-    flat = [[] if any(isinstance(d, list) for d in dim) else dim for dim in dims]
+    flat = [
+        [] if isinstance(dim, list) and any(isinstance(d, list) for d in dim) else dim
+        for dim in dims
+    ]
     return str(flat)[:200]
 
 
