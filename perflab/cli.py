@@ -94,7 +94,8 @@ def main() -> None:
     guard_console()  # `perflab ... | head`, a dropped SSH session: measuring goes on
     try:
         check_overrides(sys.argv[1:])
-        if not INFO_FLAGS.intersection(sys.argv[1:]):  # these run no trial
+        flags = {arg.split("=", 1)[0] for arg in sys.argv[1:]}  # --cfg=job as --cfg job
+        if not INFO_FLAGS.intersection(flags):  # these run no trial
             start_fork_server()
         _app()
     except OutputLost as exc:  # a single run's record could not be written
