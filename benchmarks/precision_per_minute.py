@@ -43,6 +43,13 @@ SETTINGS = {
         "schedule.isolation=worker",
         "schedule.trials_per_worker=2",
     ),
+    # the same with the warm-up's steady window thrown away, as before 2026-11-24
+    "shortest trials, warm workers x2, steady window dropped": (
+        *SHORTEST,
+        "schedule.isolation=worker",
+        "schedule.trials_per_worker=2",
+        "trial.keep_steady_window=false",
+    ),
     "shortest trials, warm workers x4": (
         *SHORTEST,
         "schedule.isolation=worker",

@@ -18,6 +18,9 @@ Schema history:
      pid) and ``cost_s``: what the trial cost, in seconds, by part (start, build,
      first_call, warmup, timed, checks). Earlier records have neither: each ran in a fresh
      process, and its costs were not written down.
+  5 (2026-11-24) ``samples.warmup_kept``: how many of the warm-up's last samples open the
+     timed block (trial.keep_steady_window); ``timed_s`` counts their time and
+     ``warmup_s`` no longer does. Earlier records kept none (0).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from typing import Any
 
 from perflab.errors import ConfigError, RecordError
 
-SCHEMA_VERSION = 4
-SUPPORTED_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
 # the first version whose records carry a checksum
 CHECKSUM_SINCE = 3
 STATUSES = ("ok", "failed", "invalid", "timeout")
@@ -62,7 +65,7 @@ class Samples:
     warmup_sample_ns: list[int]
     # the first step (first batch, compilation, autotuning), timed apart, ns
     first_call_ns: int
-    # wall-clock length of the timed block, s
+    # wall-clock length of the timed block, s, plus the kept warm-up samples' durations
     timed_s: float
     # why the timed block ended: "min_reached", "max_steps", "max_s" or "fixed_steps"
     stop_reason: str
@@ -71,8 +74,12 @@ class Samples:
     # why the warm-up ended: "steady" (perflab.analysis.steady's rule), "cap" (trial.warmup_max_s
     # reached first), "minimum" (trial.steady_tolerance=0: the minimum only), "none"
     warmup_stop: str = "minimum"
-    # wall-clock length of the warm-up, s
+    # wall-clock length of the warm-up, s, less the window kept for the timed block
     warmup_s: float = 0.0
+    # how many of the warm-up's last samples open step_ns (trial.keep_steady_window): the
+    # window its steady rule judged steady; they are in warmup_sample_ns too, and their
+    # time counts in timed_s, not warmup_s
+    warmup_kept: int = 0
     # how the timed block's length was set: "bounds" (trial.min_*/max_*: a single run),
     # "calibrating" (the bounds; in a sweep this first trial of its configuration fixes
     # the length of the later ones), "fixed" (the steps and steps_per_sample of the
@@ -408,6 +415,7 @@ def _samples_problem(record: TrialRecord) -> str | None:
         ("steps_per_sample", s.steps_per_sample, _is_positive, "not a step count >= 1"),
         ("first_call_ns", s.first_call_ns, _is_whole, _NS),
         ("timed_s", s.timed_s, _is_seconds, "not a finite number of seconds >= 0"),
+        ("warmup_kept", s.warmup_kept, _is_whole, "not a sample count >= 0"),
     )
     for name, value, ok, problem in scalars:
         if not ok(value):

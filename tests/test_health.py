@@ -267,6 +267,7 @@ def _trial(tmp_path: Path, cfg) -> tuple[TrialRecord, list[str]]:
     record = load_record(path)
     assert record.status == "ok", record.error
     assert record.samples is not None
+    # a reading after every timed sample, those of the warm-up's kept window included
     assert len(record.memory[SAMPLE_BYTES]) == len(record.samples.step_ns)
     return record, _summary({0: record})["health"]
 

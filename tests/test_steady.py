@@ -170,3 +170,45 @@ def test_changepoint_false_flags_on_stationary_noise_are_rare():
         for s in range(100)
     )
     assert flagged <= 5
+
+
+# --- the steady window that opens the timed block (trial.keep_steady_window) -------------
+
+
+def test_the_steady_window_opens_the_block_with_its_latest_samples():
+    w = warm(noisy(100e6, 0.01))  # 100 ms steps: two-sample windows
+    assert w.stop == "steady" and w.window() == 2
+    # the block needs 3 steps: both samples of the window are kept, one step is left
+    assert steady.steady_window(w, min_steps=3, min_s=0.0) == 2
+    # it never meets the block's minimum on its own: the block still runs a sample
+    assert steady.steady_window(w, min_steps=2, min_s=0.0) == 1
+    assert steady.steady_window(w, min_steps=1, min_s=0.0) == 0
+    # 0.15 s are met by the window's two 100 ms samples: one is kept
+    assert steady.steady_window(w, min_steps=1, min_s=0.15) == 1
+
+
+def test_only_a_window_judged_steady_is_kept():
+    capped = warm((int(10e6 * (1 + 0.001 * i)) for i in range(10**6)), max_s=2.0)
+    assert capped.stop == "cap" and steady.steady_window(capped, 100, 1.0) == 0
+    rule_off = warm(noisy(100e6, 0.01), tolerance=0.0)
+    assert rule_off.stop == "minimum" and steady.steady_window(rule_off, 100, 1.0) == 0
+
+
+def test_a_long_warm_up_keeps_no_more_than_the_block_needs():
+    # a 1 ms step ramping for a while: the window (a quarter of the warm-up) is wide,
+    # and only its latest samples, short of the block's minimum, are kept
+    w = warm(ramp(1e6, 0.3, 0.3, 0.002), min_s=0.1)
+    assert w.stop == "steady" and w.window() > 20
+    assert steady.steady_window(w, min_steps=5, min_s=0.0) == 4
+    assert steady.steady_window(w, min_steps=1, min_s=0.010) == 9
+
+
+def test_samples_of_another_grouping_are_not_kept():
+    # the minimum ran one step per sample, the rest in groups of 4: a window reaching back
+    # into the one-step samples keeps only the grouped ones
+    w = warm(noisy(1e6, 0.001), (lambda _: 4, None), min_steps=2, min_s=0.0)
+    assert w.steps_per_sample == 4 and w.stop == "steady"
+    grouped = len(w.sample_steps) - w.sample_steps.index(4)
+    kept = steady.steady_window(w, min_steps=10_000, min_s=0.0)
+    assert 0 < kept <= min(grouped, w.window())
+    assert all(n == 4 for n in w.sample_steps[len(w.sample_steps) - kept :])

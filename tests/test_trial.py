@@ -13,6 +13,7 @@ from perflab.isolation import run_isolated
 from perflab.measure.steps import INFER_PHASES, TRAIN_PHASES
 from perflab.measure.trial import run_trial
 from perflab.records import load_record
+from perflab.report.console import trial_summary
 from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 
@@ -178,3 +179,27 @@ def test_the_warm_up_lasts_until_steady_and_says_why_it_stopped(tmp_path, make_c
     _, off = _run(tmp_path, make_config(*TINY, "trial.steady_tolerance=0"), "001.json")
     assert off.samples is not None and off.samples.warmup_stop == "minimum"
     assert len(off.samples.warmup_sample_ns) == 2  # trial.warmup_steps=2, no time floor
+
+
+def test_the_window_judged_steady_opens_the_timed_block(tmp_path, make_config):
+    # device=cpu; trial.min_steps=5 and no time floor: the steady window (at least 50 ms
+    # of these short steps) gives its 4 latest samples, and the block runs the fifth
+    _, record = _run(tmp_path, make_config(*TINY, "trial.warmup_max_s=3"))
+    s = record.samples
+    assert s is not None
+    if s.warmup_stop != "steady":
+        pytest.skip(f"the warm-up stopped at {s.warmup_stop!r} on this machine")
+    assert s.warmup_kept == 4 and s.timed_steps >= 5
+    assert s.step_ns[:4] == s.warmup_sample_ns[-4:]
+    for i, total in enumerate(s.step_ns):  # the kept steps were marked phase by phase too
+        assert sum(p[i] for p in s.phases_ns.values()) == total
+    # their time moved from the warm-up's seconds to the block's
+    assert s.timed_s >= sum(s.step_ns[:4]) / 1e9 and record.cost_s["timed"] == s.timed_s
+    assert record.cost_s["warmup"] == s.warmup_s
+    # the single run's console says so, the warm-up's steps less the kept ones
+    warm_steps = sum(s.warmup_sample_steps) - 4
+    text = trial_summary(record, tmp_path / "000.json")
+    assert f"{warm_steps} steps (steady), then 4 it judged steady, which open the timed" in text
+
+    _, off = _run(tmp_path, make_config(*TINY, "trial.keep_steady_window=false"), "001.json")
+    assert off.samples is not None and off.samples.warmup_kept == 0

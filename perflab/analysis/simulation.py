@@ -203,12 +203,25 @@ def run_trial(
         tolerance=trial.steady_tolerance,
         choose_group=lambda _: 1,
     )
+    kept = warm.sample_ns[len(warm.sample_ns) - _kept(trial, warm, timed_steps) :]
+    kept_s = sum(kept) / 1e9
     if timed_steps is None:
-        samples = sim.stretch(trial.min_steps, 1, trial.min_s, trial.max_s)
-        samples = samples[: trial.max_steps]
+        more = sim.stretch(
+            max(1, trial.min_steps - len(kept)), 1, max(0.0, trial.min_s - kept_s), trial.max_s
+        )
+        samples = (kept + more)[: trial.max_steps]
     else:
-        samples = sim.stretch(timed_steps, 1, 0.0, trial.max_s)[:timed_steps]
+        samples = (kept + sim.stretch(timed_steps - len(kept), 1, 0.0, trial.max_s))[:timed_steps]
     return float(np.median(samples)), len(samples), warm
+
+
+def _kept(trial: TrialConfig, warm: steady.Warmup, timed_steps: int | None) -> int:
+    """The warm-up samples that open the timed block, as perflab.measure.trial keeps them."""
+    if not trial.keep_steady_window:
+        return 0
+    if timed_steps is None:
+        return steady.steady_window(warm, trial.min_steps, trial.min_s)
+    return steady.steady_window(warm, timed_steps, 0.0)
 
 
 @dataclass
@@ -257,6 +270,7 @@ class _Run:
         after_heavy = after is not None and self.variants[int(after)].heavy
         config = self.config[name]
         startup = m.startup_s if fresh else m.worker_startup_s
+        length = self.lengths.get(config)
         cost, steps, warm = run_trial(
             self.rng,
             self.variants[config],
@@ -264,7 +278,7 @@ class _Run:
             self.trial,
             offset,
             after_heavy,
-            self.lengths.get(config),
+            length,
             startup,
         )
         self.lengths.setdefault(config, steps)
@@ -273,7 +287,9 @@ class _Run:
             carryover.TrialInOrder(round_, str(name), str(config), math.log(cost), after)
         )
         self.position += 1
-        self.elapsed += startup + warm.seconds + steps * cost / 1e9
+        # the kept window's steps are in the warm-up's seconds already
+        kept = _kept(self.trial, warm, length)
+        self.elapsed += startup + warm.seconds + (steps - kept) * cost / 1e9
 
 
 def experiment(

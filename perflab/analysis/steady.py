@@ -12,7 +12,9 @@ default), or the change is within the two windows' own noise (two standard error
 difference of their medians); or until ``trial.warmup_max_s``. A window is a quarter of
 the warm-up so far, at least 50 ms and 2 samples: two short windows of a long, slow ramp
 (a GPU recovering from the power cap its previous trial hit) differ little, and the rule
-must not stop while the steps are still far from their steady level.
+must not stop while the steps are still far from their steady level. The window the rule
+judged steady opens the timed block (``trial.keep_steady_window``, ``steady_window``):
+on a step as long as this project's CPU convnet's, it is two of a trial's seven steps.
 
 **Level shifts** inside a timed block are found with PELT on block medians of the log
 step times (Killick, Fearnhead & Eckley, 2012); a trial with one is flagged "not steady".
@@ -145,6 +147,28 @@ def warm_up(
             run(warm.samples_until_check() * group, group, 0.0, left_s)
     warm.seconds = (clock() - start) / 1e9
     return warm
+
+
+def steady_window(warm: Warmup, min_steps: int, min_s: float) -> int:
+    """How many of the warm-up's last samples open the timed block
+    (trial.keep_steady_window): the latest window, once the rule has judged it steady
+    against the window before it, already stands at the level the block measures. Its
+    latest samples are kept, of the block's own grouping, and never so many that they
+    would meet the block's minimum (``min_steps`` and ``min_s``) on their own: the block
+    still runs, and a long warm-up's wide window does not reach back into its ramp. None
+    when the warm-up stopped for another reason (the cap, the rule off)."""
+    if warm.stop != "steady":
+        return 0
+    limit, min_ns = warm.window(), min_s * 1e9
+    kept = steps = ns = 0
+    for sample_ns, sample_steps in zip(
+        reversed(warm.sample_ns), reversed(warm.sample_steps), strict=True
+    ):
+        full = steps + sample_steps >= min_steps and ns + sample_ns >= min_ns
+        if kept == limit or sample_steps != warm.steps_per_sample or full:
+            break
+        kept, steps, ns = kept + 1, steps + sample_steps, ns + sample_ns
+    return kept
 
 
 # --- level shifts inside a timed block --------------------------------------------------

@@ -178,6 +178,10 @@ class TrialConfig:
     steady_tolerance: float = 0.02
     # the warm-up ends here at the latest, steady or not (recorded as "cap")
     warmup_max_s: float = 5.0
+    # the warm-up's last window, once the rule has judged it steady, opens the timed block
+    # instead of being thrown away (its samples count toward min_steps and min_s); off:
+    # the timed block starts after it, as before 2026-11-24
+    keep_steady_window: bool = True
     # the timed block stops once it has min_steps and min_s, or at max_steps or max_s. In
     # a sweep the first trial of each configuration runs to these bounds and fixes its
     # step count (and steps per event window) for every later trial of it; max_s still

@@ -224,17 +224,33 @@ def first_call(step: Step, prep: Prepared, timer: Timer) -> tuple[int, Any]:
     return time.perf_counter_ns() - start, batch
 
 
+@dataclass
+class WarmedUp:
+    """The warm-up as the steady rule saw it, and every sample's phases: the samples it
+    judged steady may open the timed block (trial.keep_steady_window), phases and all."""
+
+    rule: steady.Warmup
+    # per phase, one duration per warm-up sample of one step; empty for grouped samples
+    phases_ns: dict[str, list[int]]
+
+
 def warm_up(
     step: Step,
     source: Iterator[Any],
     timer: Timer,
     tcfg: TrialConfig,
     device: str,
+    phases: tuple[str, ...],
     fixed_group: int | None = None,
-) -> steady.Warmup:
+    after_sample: Callable[[], None] | None = None,
+) -> WarmedUp:
     """Warm up under perflab.analysis.steady's rule: the minimum (trial.warmup_steps and
     warmup_s), then until the step time is steady or trial.warmup_max_s has passed. Each
-    stretch ends with a synchronisation, outside any timed window."""
+    stretch ends with a synchronisation, outside any timed window. Samples are taken as
+    the timed block takes them, so that the last ones can join it: one-step samples
+    marked phase by phase, and ``after_sample`` (the memory reading) in the gap after
+    each."""
+    phases_ns: dict[str, list[int]] = {name: [] for name in phases}
 
     def stretch(steps: int, group: int, min_s: float, max_s: float) -> list[int]:
         bound = max(group, tcfg.max_steps - tcfg.max_steps % group)  # the timer's capacity
@@ -247,11 +263,16 @@ def warm_up(
             min_s=min_s,
             max_s=max_s,
             group=group,
-            phase_marks=False,
+            phase_marks=group == 1,
+            after_sample=after_sample,
         )
-        return split_marks(*timer.collect(), ("step",), group).step_ns
+        names = phases if group == 1 else ("step",)
+        times = split_marks(*timer.collect(), names, group, gapped=after_sample is not None)
+        for name in phases:  # grouped samples have no phases: none of them can be kept
+            phases_ns[name].extend(times.phases_ns.get(name, [0] * len(times.step_ns)))
+        return times.step_ns
 
-    return steady.warm_up(
+    rule = steady.warm_up(
         stretch,
         time.perf_counter_ns,
         min_steps=tcfg.warmup_steps,
@@ -261,6 +282,7 @@ def warm_up(
         choose_group=lambda per_step: steps_per_sample(device, per_step, tcfg.min_event_window_us),
         fixed_group=fixed_group,
     )
+    return WarmedUp(rule, phases_ns)
 
 
 def steps_per_sample(device: str, warmup_ns: list[float], min_window_us: float) -> int:

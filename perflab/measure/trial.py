@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.analysis.steady import Warmup, steady_window
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.isolation import output_to
@@ -73,17 +74,25 @@ def measure(
 
     record.evidence["data_loader"] = built.loader_evidence
     fixed_group = length.steps_per_sample if length else None
-    warm = warm_up(step, source, timer, tcfg, resolved.device, fixed_group)
-    group = warm.steps_per_sample
+    at_warmup = knobs.compile_counters()
+    with memory.SampleMemory(resolved.device) as warm_memory:
+        warmed = warm_up(
+            step, source, timer, tcfg, resolved.device, phases, fixed_group, warm_memory.read
+        )
+    warm, group = warmed.rule, warmed.rule.steps_per_sample
 
     before = knobs.compile_counters()
+    # a warm-up that compiled keeps none of its samples: the window may hold the compile
+    kept = _kept(tcfg, warm, length) if before == at_warmup else 0
+    kept_ns = warm.sample_ns[len(warm.sample_ns) - kept :]
+    kept_s = sum(kept_ns) / 1e9
     sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
     with memory.SampleMemory(resolved.device) as per_sample:
         block = run_block(
             step,
             source,
             timer,
-            **_bounds(tcfg, length),
+            **_bounds(tcfg, length, kept * group, kept_s),
             group=group,
             phase_marks=group == 1,
             after_sample=per_sample.read,
@@ -92,28 +101,34 @@ def measure(
     if sampler is not None:
         record.telemetry = sampler.stop()
     after = knobs.compile_counters()
-    # beside the peak that _run adds: memory after each sample, the leak flag's evidence
-    record.memory[SAMPLE_BYTES] = per_sample.in_bytes()
+    # beside the peak that _run adds: memory after each timed sample, the kept window's
+    # included, the leak flag's evidence
+    warm_bytes = warm_memory.in_bytes()
+    record.memory[SAMPLE_BYTES] = warm_bytes[len(warm_bytes) - kept :] + per_sample.in_bytes()
 
     times = split_marks(host, device, phases if group == 1 else ("step",), group, gapped=True)
     record.samples = Samples(
         steps_per_sample=times.steps_per_sample,
-        step_ns=times.step_ns,
-        phases_ns=times.phases_ns,
+        step_ns=kept_ns + times.step_ns,
+        phases_ns={
+            name: warmed.phases_ns[name][len(warm.sample_ns) - kept :] + durations
+            for name, durations in times.phases_ns.items()
+        },
         warmup_sample_ns=warm.sample_ns,
         # the step's first call in this process: with a warm worker, the one that built it
         first_call_ns=built.first_call_ns,
-        timed_s=round(block.seconds, 6),
+        timed_s=round(block.seconds + kept_s, 6),
         stop_reason="fixed_steps"
         if length and block.stop_reason == "max_steps"
         else block.stop_reason,
         warmup_sample_steps=warm.sample_steps,
         warmup_stop=warm.stop,
-        warmup_s=round(warm.seconds, 6),
+        warmup_s=round(warm.seconds - kept_s, 6),
+        warmup_kept=kept,
         length="fixed" if length else ("calibrating" if calibrating else "bounds"),
         length_from_round=length.from_round if length else None,
     )
-    record.warnings += _short_block(tcfg, length, block.steps)
+    record.warnings += _short_block(tcfg, length, kept * group + block.steps)
     if warm.stop == "cap":
         record.warnings.append(
             f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
@@ -122,7 +137,7 @@ def measure(
     record.evidence["compile"] = knobs.compile_evidence(
         resolved, built.compile_at_start, before, after
     )
-    record.cost_s.update(warmup=round(warm.seconds, 6), timed=round(block.seconds, 6))
+    record.cost_s.update(warmup=record.samples.warmup_s, timed=record.samples.timed_s)
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
     # graphs counts how many new graphs it produced.
     if after["frames_compiled"] > before["frames_compiled"]:
@@ -133,18 +148,30 @@ def measure(
         )
 
 
-def _bounds(tcfg: TrialConfig, length: TrialLength | None) -> dict[str, Any]:
-    """The timed block's bounds: the fixed step count (trial.max_s still stops a trial
-    that runs far slower than the one that fixed it), or trial.min_*/max_*."""
+def _bounds(
+    tcfg: TrialConfig, length: TrialLength | None, kept_steps: int, kept_s: float
+) -> dict[str, Any]:
+    """The timed block's bounds, less the kept warm-up window's steps and seconds: the
+    fixed step count (trial.max_s still stops a trial that runs far slower than the one
+    that fixed it), or trial.min_*/max_*."""
     if length is not None:
-        steps = length.timed_steps
+        steps = length.timed_steps - kept_steps
         return {"min_steps": steps, "max_steps": steps, "min_s": 0.0, "max_s": tcfg.max_s}
     return {
-        "min_steps": tcfg.min_steps,
-        "max_steps": tcfg.max_steps,
-        "min_s": tcfg.min_s,
+        "min_steps": max(1, tcfg.min_steps - kept_steps),
+        "max_steps": tcfg.max_steps - kept_steps,
+        "min_s": max(0.0, tcfg.min_s - kept_s),
         "max_s": tcfg.max_s,
     }
+
+
+def _kept(tcfg: TrialConfig, warm: Warmup, length: TrialLength | None) -> int:
+    """The warm-up samples that open the timed block (perflab.analysis.steady.steady_window)."""
+    if not tcfg.keep_steady_window:
+        return 0
+    if length is None:
+        return steady_window(warm, tcfg.min_steps, tcfg.min_s)
+    return steady_window(warm, length.timed_steps, 0.0)
 
 
 def _short_block(tcfg: TrialConfig, length: TrialLength | None, steps: int) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
-from perflab.records import TrialRecord
+from perflab.records import Samples, TrialRecord
 from perflab.report.time_section import PARTS
 from perflab.summary_file import Comparison, Estimate, Isolation, Summary
 
@@ -41,8 +41,7 @@ def trial_summary(record: TrialRecord, path: Path) -> str:
             f"  throughput  {t.throughput:,.0f} samples/s",
             f"  first call  {fmt_ns(t.first_call_ns)}   peak memory "
             f"{fmt_bytes(t.peak_memory_bytes)} ({record.memory.get('kind', '?')})",
-            f"  warm-up     {record.samples.warmup_s:.2f} s, "
-            f"{sum(record.samples.warmup_sample_steps)} steps ({record.samples.warmup_stop})",
+            _warm_up_line(record.samples),
         ]
         if t.phase_median_ns:
             phases = ", ".join(f"{k} {fmt_ns(v)}" for k, v in t.phase_median_ns.items())
@@ -158,3 +157,17 @@ def _time_line(iso: Isolation) -> str:
         f"{name} {iso.cost_s.get(key, 0.0) / iso.trials:.3f} s" for key, name in PARTS.items()
     )
     return f"time per trial ({iso.trials} trials, {how}): {parts}"
+
+
+def _warm_up_line(samples: Samples) -> str:
+    """The warm-up's time and steps, less the window that opened the timed block."""
+    kept_steps = sum(
+        samples.warmup_sample_steps[len(samples.warmup_sample_steps) - samples.warmup_kept :]
+    )
+    line = (
+        f"  warm-up     {samples.warmup_s:.2f} s, "
+        f"{sum(samples.warmup_sample_steps) - kept_steps} steps ({samples.warmup_stop})"
+    )
+    if kept_steps:
+        line += f", then {kept_steps} it judged steady, which open the timed block"
+    return line
