@@ -17,10 +17,15 @@ TRACES = Path(__file__).parent / "fixtures" / "h100" / "traces"
 
 
 def _profiled_cpu_trace(tmp_path: Path, stacks: bool) -> tuple[object, dict]:
+    from perflab.profile.capture import export_trace
+
+    prof = _profiled_cpu(stacks)
+    return prof, export_trace(prof, tmp_path).events
+
+
+def _profiled_cpu(stacks: bool) -> object:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
-    from perflab.profile.capture import export_trace
 
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Flatten()
@@ -40,7 +45,7 @@ def _profiled_cpu_trace(tmp_path: Path, stacks: bool) -> tuple[object, dict]:
             with record_function("perflab/backward"):
                 z.backward()
             prof.step()  # ProfilerStep#N ranges: the windows of the busy time
-    return prof, export_trace(prof, tmp_path)
+    return prof
 
 
 @pytest.mark.parametrize("stacks", [False, True])
@@ -165,3 +170,25 @@ def test_on_h100_traces_every_kernel_counts_once_and_phases_have_host_time(sweep
     phases = {r.name: r.self_cpu_us for r in rows if r.family == "perflab phase"}
     assert {"perflab/forward", "perflab/backward"} <= phases.keys()
     assert all(us > 0 for us in phases.values()), phases
+
+
+def test_the_trace_is_written_as_exported_with_its_rank_added(tmp_path):
+    # device=cpu: the exporter's own text goes to the file, distributedInfo in front
+    import gzip
+
+    from perflab.profile.capture import export_trace, write_trace
+    from perflab.sweepdir import TRACE_FILE
+
+    exported = export_trace(_profiled_cpu(stacks=False), tmp_path)
+    assert exported.events["distributedInfo"] == {"rank": 0, "world_size": 1}
+    stored = write_trace(exported, tmp_path, max_bytes=2**30)
+    written = json.loads(gzip.decompress((tmp_path / stored["trace"]).read_bytes()))
+    assert written == exported.events and stored["trace"].endswith(TRACE_FILE)
+    assert len(written["traceEvents"]) > 10
+
+
+def test_a_key_goes_in_front_of_a_json_objects_others():
+    from perflab.profile.capture import _with_first_key
+
+    assert json.loads(_with_first_key("k", [1], b' {"a": 2}', True)) == {"k": [1], "a": 2}
+    assert json.loads(_with_first_key("k", {"r": 0}, b"{ }", False)) == {"k": {"r": 0}}

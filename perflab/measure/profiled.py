@@ -76,13 +76,14 @@ def _profile(request: TrialRequest) -> str:
         p.memory,
         p.stacks,
     )
-    trace = profiling.export_trace(prof, out.parent)
+    exported = profiling.export_trace(prof, out.parent)
+    trace = exported.events
     table = operators.read(trace)
     extras = {
         "memory_snapshot": _finish_memory_snapshot(snapshot, out),
         "host_annotations": attribution.host_table(trace, TOP_OPS),
     }
-    stored = profiling.write_trace(trace, out.parent, int(p.max_trace_mb * 2**20))
+    stored = profiling.write_trace(exported, out.parent, int(p.max_trace_mb * 2**20))
     reference = sorted(unprofiled)[1]
     profiling.write_profile(
         out,

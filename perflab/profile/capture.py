@@ -18,6 +18,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +122,30 @@ def _quiet_stderr() -> Iterator[None]:
 FULL_DISK_BYTES = 2**20
 
 
-def export_trace(prof: Any, profile_dir: Path) -> dict[str, Any]:
-    """The profiler's Chrome/Perfetto trace as a dict (exported through a scratch file
-    in profile_dir/trace/, which is removed)."""
+@dataclass(frozen=True)
+class ExportedTrace:
+    """The profiler's Chrome/Perfetto trace, parsed for the tables and as JSON text for
+    the file: writing the exporter's own text back costs nothing, serialising the parsed
+    trace again 0.3-0.6 s for the convnet (benchmarks/RESULTS.md)."""
+
+    events: dict[str, Any]
+    text: bytes
+
+
+# HTA reads the rank from here; a single-process trial is rank 0
+DISTRIBUTED_INFO = {"rank": 0, "world_size": 1}
+
+
+def export_trace(prof: Any, profile_dir: Path) -> ExportedTrace:
+    """The profiler's trace (exported through a scratch file in profile_dir/trace/, which
+    is removed), with ``distributedInfo`` added where the exporter left it out."""
     directory = profile_dir / TRACE_DIR
     directory.mkdir(parents=True, exist_ok=True)
     raw = directory / "export.json"
     try:
         prof.export_chrome_trace(str(raw))
-        trace: dict[str, Any] = json.loads(raw.read_text())
+        text = raw.read_bytes()
+        trace: dict[str, Any] = json.loads(text)
     except (OSError, ValueError) as exc:
         # the exporter does not report a full disk: it leaves no file (FileNotFoundError
         # here) or a truncated one; say what it was, so the sweep stops as for a full disk
@@ -138,17 +154,24 @@ def export_trace(prof: Any, profile_dir: Path) -> dict[str, Any]:
         raise
     finally:
         raw.unlink(missing_ok=True)
-    # HTA reads the rank from here; a single-process trial is rank 0
-    trace.setdefault("distributedInfo", {"rank": 0, "world_size": 1})
-    return trace
+    if "distributedInfo" not in trace:
+        trace["distributedInfo"] = DISTRIBUTED_INFO
+        text = _with_first_key("distributedInfo", DISTRIBUTED_INFO, text, bool(trace))
+    return ExportedTrace(trace, text)
 
 
-def write_trace(trace: dict[str, Any], profile_dir: Path, max_bytes: int) -> dict[str, Any]:
-    """Write the trace gzipped into profile_dir/trace/ and keep it only within the size
-    bound; "trace" is its path relative to profile_dir."""
+def _with_first_key(key: str, value: Any, text: bytes, others: bool) -> bytes:
+    """A JSON object's text with one more key in front of the others."""
+    entry = json.dumps({key: value})[1:-1].encode()
+    return b"{" + entry + (b"," if others else b"") + text[text.index(b"{") + 1 :]
+
+
+def write_trace(exported: ExportedTrace, profile_dir: Path, max_bytes: int) -> dict[str, Any]:
+    """Write the trace's text gzipped into profile_dir/trace/ and keep it only within the
+    size bound; "trace" is its path relative to profile_dir."""
     directory = profile_dir / TRACE_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    packed = gzip.compress(json.dumps(trace).encode(), compresslevel=6)
+    packed = gzip.compress(exported.text, compresslevel=6)
     if len(packed) > max_bytes:
         directory.rmdir()
         return {
