@@ -429,7 +429,11 @@ def _samples_problem(record: TrialRecord) -> str | None:
         *((f"phases_ns.{k}", v, _is_whole, _NS) for k, v in s.phases_ns.items()),
     ]
     problems = (_bad_entry(f"samples.{n}", v, ok, problem) for n, v, ok, problem in lists)
-    return next((p for p in problems if p is not None), None)
+    found = next((p for p in problems if p is not None), None)
+    if found is None and s.warmup_kept > min(len(s.warmup_sample_ns), len(s.step_ns)):
+        # the kept window is the warm-up's last samples and the timed block's first
+        return _bad("samples.warmup_kept", s.warmup_kept, "more than the samples it counts")
+    return found
 
 
 def _probe_problem(record: TrialRecord) -> str | None:

@@ -190,5 +190,5 @@ def test_the_trace_is_written_as_exported_with_its_rank_added(tmp_path):
 def test_a_key_goes_in_front_of_a_json_objects_others():
     from perflab.profile.capture import _with_first_key
 
-    assert json.loads(_with_first_key("k", [1], b' {"a": 2}', True)) == {"k": [1], "a": 2}
-    assert json.loads(_with_first_key("k", {"r": 0}, b"{ }", False)) == {"k": {"r": 0}}
+    assert json.loads(_with_first_key("k", [1], b' {"a": 2}')) == {"k": [1], "a": 2}
+    assert json.loads(_with_first_key("k", {"r": 0}, b"{ \n}")) == {"k": {"r": 0}}

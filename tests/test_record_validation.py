@@ -85,6 +85,8 @@ NONSENSE = [
     ("samples.timed_s", math.inf, "samples.timed_s=inf: not a finite number of seconds"),
     ("samples.timed_s", -0.5, "samples.timed_s=-0.5: not a finite number of seconds >= 0"),
     ("samples.timed_s", "0.1", "samples.timed_s='0.1': not a finite number of seconds"),
+    ("samples.warmup_kept", -1, "samples.warmup_kept=-1: not a sample count >= 0"),
+    ("samples.warmup_kept", 99, "samples.warmup_kept=99: more than the samples it counts"),
     ("status", "great", "status='great': not one of ok, failed, invalid, timeout"),
     ("round", -1, "round=-1: not a round number (an integer >= 0)"),
     ("round", 2.0, "round=2.0: not a round number (an integer >= 0)"),

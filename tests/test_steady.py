@@ -179,19 +179,19 @@ def test_the_steady_window_opens_the_block_with_its_latest_samples():
     w = warm(noisy(100e6, 0.01))  # 100 ms steps: two-sample windows
     assert w.stop == "steady" and w.window() == 2
     # the block needs 3 steps: both samples of the window are kept, one step is left
-    assert steady.steady_window(w, min_steps=3, min_s=0.0) == 2
+    assert steady.steady_window(w, min_steps=3, min_s=0.0, max_steps=5000) == 2
     # it never meets the block's minimum on its own: the block still runs a sample
-    assert steady.steady_window(w, min_steps=2, min_s=0.0) == 1
-    assert steady.steady_window(w, min_steps=1, min_s=0.0) == 0
+    assert steady.steady_window(w, min_steps=2, min_s=0.0, max_steps=5000) == 1
+    assert steady.steady_window(w, min_steps=1, min_s=0.0, max_steps=5000) == 0
     # 0.15 s are met by the window's two 100 ms samples: one is kept
-    assert steady.steady_window(w, min_steps=1, min_s=0.15) == 1
+    assert steady.steady_window(w, min_steps=1, min_s=0.15, max_steps=5000) == 1
 
 
 def test_only_a_window_judged_steady_is_kept():
     capped = warm((int(10e6 * (1 + 0.001 * i)) for i in range(10**6)), max_s=2.0)
-    assert capped.stop == "cap" and steady.steady_window(capped, 100, 1.0) == 0
+    assert capped.stop == "cap" and steady.steady_window(capped, 100, 1.0, 5000) == 0
     rule_off = warm(noisy(100e6, 0.01), tolerance=0.0)
-    assert rule_off.stop == "minimum" and steady.steady_window(rule_off, 100, 1.0) == 0
+    assert rule_off.stop == "minimum" and steady.steady_window(rule_off, 100, 1.0, 5000) == 0
 
 
 def test_a_long_warm_up_keeps_no_more_than_the_block_needs():
@@ -199,8 +199,16 @@ def test_a_long_warm_up_keeps_no_more_than_the_block_needs():
     # and only its latest samples, short of the block's minimum, are kept
     w = warm(ramp(1e6, 0.3, 0.3, 0.002), min_s=0.1)
     assert w.stop == "steady" and w.window() > 20
-    assert steady.steady_window(w, min_steps=5, min_s=0.0) == 4
-    assert steady.steady_window(w, min_steps=1, min_s=0.010) == 9
+    assert steady.steady_window(w, min_steps=5, min_s=0.0, max_steps=5000) == 4
+    assert steady.steady_window(w, min_steps=1, min_s=0.010, max_steps=5000) == 9
+
+
+def test_the_kept_window_leaves_room_under_max_steps():
+    # 10 us steps: the 50 ms window holds 5000 samples; under trial.max_steps=100 the
+    # block must still have room for a sample of its own
+    w = warm(noisy(10e3, 0.001), min_s=0.2)
+    assert w.stop == "steady" and w.window() >= 5000
+    assert steady.steady_window(w, min_steps=1000, min_s=0.0, max_steps=100) == 99
 
 
 def test_samples_of_another_grouping_are_not_kept():
@@ -209,6 +217,6 @@ def test_samples_of_another_grouping_are_not_kept():
     w = warm(noisy(1e6, 0.001), (lambda _: 4, None), min_steps=2, min_s=0.0)
     assert w.steps_per_sample == 4 and w.stop == "steady"
     grouped = len(w.sample_steps) - w.sample_steps.index(4)
-    kept = steady.steady_window(w, min_steps=10_000, min_s=0.0)
+    kept = steady.steady_window(w, min_steps=10_000, min_s=0.0, max_steps=5000)
     assert 0 < kept <= min(grouped, w.window())
     assert all(n == 4 for n in w.sample_steps[len(w.sample_steps) - kept :])

@@ -203,7 +203,7 @@ def run_trial(
         tolerance=trial.steady_tolerance,
         choose_group=lambda _: 1,
     )
-    kept = warm.sample_ns[len(warm.sample_ns) - _kept(trial, warm, timed_steps) :]
+    kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, timed_steps))
     kept_s = sum(kept) / 1e9
     if timed_steps is None:
         more = sim.stretch(
@@ -213,15 +213,6 @@ def run_trial(
     else:
         samples = (kept + sim.stretch(timed_steps - len(kept), 1, 0.0, trial.max_s))[:timed_steps]
     return float(np.median(samples)), len(samples), warm
-
-
-def _kept(trial: TrialConfig, warm: steady.Warmup, timed_steps: int | None) -> int:
-    """The warm-up samples that open the timed block, as perflab.measure.trial keeps them."""
-    if not trial.keep_steady_window:
-        return 0
-    if timed_steps is None:
-        return steady.steady_window(warm, trial.min_steps, trial.min_s)
-    return steady.steady_window(warm, timed_steps, 0.0)
 
 
 @dataclass
@@ -288,7 +279,7 @@ class _Run:
         )
         self.position += 1
         # the kept window's steps are in the warm-up's seconds already
-        kept = _kept(self.trial, warm, length)
+        kept = steady.kept_samples(warm, self.trial, length)
         self.elapsed += startup + warm.seconds + (steps - kept) * cost / 1e9
 
 

@@ -1,8 +1,8 @@
 """When is a trial warm? The warm-up rule, and level shifts inside a timed block.
 
-Pure functions over step times (numpy only), shared by the trial process, which runs the
-warm-up, and by the simulations that measure how well the rule works
-(perflab.analysis.simulation, benchmarks/validate_statistics.py).
+Pure functions over step times (numpy and the trial settings), shared by the trial
+process, which runs the warm-up, and by the simulations that measure how well the rule
+works (perflab.analysis.simulation, benchmarks/validate_statistics.py).
 
 **The warm-up rule** (docs/experiments.md, "Warm-up until steady"). After the minimum
 warm-up (``trial.warmup_steps`` and ``trial.warmup_s``), warm-up goes on until the step
@@ -25,8 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
+
+from perflab.config.schema import TrialConfig
+
+T = TypeVar("T")
 
 # The smallest window spans at least 50 ms: clocks, power and temperature change with
 # time, not with steps, and three 1 ms steps cannot show a ramp that 50 of them do...
@@ -149,26 +154,44 @@ def warm_up(
     return warm
 
 
-def steady_window(warm: Warmup, min_steps: int, min_s: float) -> int:
+def steady_window(warm: Warmup, min_steps: int, min_s: float, max_steps: int) -> int:
     """How many of the warm-up's last samples open the timed block
     (trial.keep_steady_window): the latest window, once the rule has judged it steady
     against the window before it, already stands at the level the block measures. Its
     latest samples are kept, of the block's own grouping, and never so many that they
-    would meet the block's minimum (``min_steps`` and ``min_s``) on their own: the block
-    still runs, and a long warm-up's wide window does not reach back into its ramp. None
-    when the warm-up stopped for another reason (the cap, the rule off)."""
+    would meet the block's minimum (``min_steps`` and ``min_s``) on their own or leave
+    no room under ``max_steps`` for one more sample: the block still runs, and a long
+    warm-up's wide window does not reach back into its ramp. 0 when the warm-up stopped
+    for another reason (the cap, the rule off)."""
     if warm.stop != "steady":
         return 0
-    limit, min_ns = warm.window(), min_s * 1e9
+    limit, min_ns, group = warm.window(), min_s * 1e9, warm.steps_per_sample
     kept = steps = ns = 0
     for sample_ns, sample_steps in zip(
         reversed(warm.sample_ns), reversed(warm.sample_steps), strict=True
     ):
         full = steps + sample_steps >= min_steps and ns + sample_ns >= min_ns
-        if kept == limit or sample_steps != warm.steps_per_sample or full:
+        no_room = steps + sample_steps + group > max_steps
+        if kept == limit or sample_steps != group or full or no_room:
             break
         kept, steps, ns = kept + 1, steps + sample_steps, ns + sample_ns
     return kept
+
+
+def kept_samples(warm: Warmup, trial: TrialConfig, timed_steps: int | None) -> int:
+    """The warm-up samples that open a trial's timed block: none unless
+    trial.keep_steady_window; under a later trial's fixed ``timed_steps``, or the
+    trial's bounds."""
+    if not trial.keep_steady_window:
+        return 0
+    if timed_steps is not None:
+        return steady_window(warm, timed_steps, 0.0, timed_steps)
+    return steady_window(warm, trial.min_steps, trial.min_s, trial.max_steps)
+
+
+def last(values: list[T], n: int) -> list[T]:
+    """The last n values; none for n = 0 (where values[-0:] would give them all)."""
+    return values[len(values) - n :]
 
 
 # --- level shifts inside a timed block --------------------------------------------------

@@ -135,7 +135,16 @@ def _warmup(samples: list[Samples]) -> dict[str, Any]:
     """How long the warm-ups ran and why they stopped (perflab.analysis.steady's rule)."""
     return {
         "median_s": float(np.median([x.warmup_s for x in samples])),
-        "median_steps": float(np.median([sum(x.warmup_sample_steps) for x in samples])),
+        # the steps before the window kept for the timed block, as median_s counts them
+        "median_steps": float(
+            np.median(
+                [
+                    sum(x.warmup_sample_steps)
+                    - sum(steady.last(x.warmup_sample_steps, x.warmup_kept))
+                    for x in samples
+                ]
+            )
+        ),
         "stops": dict(sorted(Counter(x.warmup_stop for x in samples).items())),
     }
 

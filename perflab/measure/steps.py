@@ -19,7 +19,7 @@ import torch
 
 from perflab.analysis import steady
 from perflab.config.schema import PerflabConfig, TrialConfig
-from perflab.measure import knobs
+from perflab.measure import knobs, memory
 from perflab.measure.resolve import Resolved
 from perflab.measure.timing import Timer, split_marks, steps_per_event_window
 from perflab.workloads import Workload, build_workload
@@ -225,13 +225,42 @@ def first_call(step: Step, prep: Prepared, timer: Timer) -> tuple[int, Any]:
 
 
 @dataclass
-class WarmedUp:
-    """The warm-up as the steady rule saw it, and every sample's phases: the samples it
-    judged steady may open the timed block (trial.keep_steady_window), phases and all."""
+class KeptWindow:
+    """The warm-up's last samples, which open the timed block (trial.keep_steady_window):
+    durations, phases and memory readings, as the block records its own."""
 
-    rule: steady.Warmup
-    # per phase, one duration per warm-up sample of one step; empty for grouped samples
+    count: int
+    steps: int
+    step_ns: list[int]
     phases_ns: dict[str, list[int]]
+    sample_bytes: list[int]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.step_ns) / 1e9
+
+
+@dataclass
+class WarmedUp:
+    """The warm-up as the steady rule saw it, and what the timed block needs of its last
+    samples should they open it."""
+
+    warmup: steady.Warmup
+    # per phase, one duration per warm-up sample; zeros for grouped samples, whose block
+    # records no phases
+    phases_ns: dict[str, list[int]]
+    # memory after each warm-up sample (perflab.measure.memory.SampleMemory)
+    sample_bytes: list[int]
+
+    def last(self, n: int) -> KeptWindow:
+        w, last = self.warmup, steady.last
+        return KeptWindow(
+            count=n,
+            steps=sum(last(w.sample_steps, n)),
+            step_ns=last(w.sample_ns, n),
+            phases_ns={name: last(durations, n) for name, durations in self.phases_ns.items()},
+            sample_bytes=last(self.sample_bytes, n),
+        )
 
 
 def warm_up(
@@ -242,15 +271,14 @@ def warm_up(
     device: str,
     phases: tuple[str, ...],
     fixed_group: int | None = None,
-    after_sample: Callable[[], None] | None = None,
 ) -> WarmedUp:
     """Warm up under perflab.analysis.steady's rule: the minimum (trial.warmup_steps and
     warmup_s), then until the step time is steady or trial.warmup_max_s has passed. Each
     stretch ends with a synchronisation, outside any timed window. Samples are taken as
     the timed block takes them, so that the last ones can join it: one-step samples
-    marked phase by phase, and ``after_sample`` (the memory reading) in the gap after
-    each."""
+    marked phase by phase, and a memory reading in the gap after each."""
     phases_ns: dict[str, list[int]] = {name: [] for name in phases}
+    readings = memory.SampleMemory(device)
 
     def stretch(steps: int, group: int, min_s: float, max_s: float) -> list[int]:
         bound = max(group, tcfg.max_steps - tcfg.max_steps % group)  # the timer's capacity
@@ -264,25 +292,28 @@ def warm_up(
             max_s=max_s,
             group=group,
             phase_marks=group == 1,
-            after_sample=after_sample,
+            after_sample=readings.read,
         )
         names = phases if group == 1 else ("step",)
-        times = split_marks(*timer.collect(), names, group, gapped=after_sample is not None)
-        for name in phases:  # grouped samples have no phases: none of them can be kept
+        times = split_marks(*timer.collect(), names, group, gapped=True)
+        for name in phases:  # zeros for grouped samples: a grouped block reads no phases
             phases_ns[name].extend(times.phases_ns.get(name, [0] * len(times.step_ns)))
         return times.step_ns
 
-    rule = steady.warm_up(
-        stretch,
-        time.perf_counter_ns,
-        min_steps=tcfg.warmup_steps,
-        min_s=tcfg.warmup_s,
-        max_s=tcfg.warmup_max_s,
-        tolerance=tcfg.steady_tolerance,
-        choose_group=lambda per_step: steps_per_sample(device, per_step, tcfg.min_event_window_us),
-        fixed_group=fixed_group,
-    )
-    return WarmedUp(rule, phases_ns)
+    with readings:
+        rule = steady.warm_up(
+            stretch,
+            time.perf_counter_ns,
+            min_steps=tcfg.warmup_steps,
+            min_s=tcfg.warmup_s,
+            max_s=tcfg.warmup_max_s,
+            tolerance=tcfg.steady_tolerance,
+            choose_group=lambda per_step: steps_per_sample(
+                device, per_step, tcfg.min_event_window_us
+            ),
+            fixed_group=fixed_group,
+        )
+    return WarmedUp(rule, phases_ns, readings.in_bytes())
 
 
 def steps_per_sample(device: str, warmup_ns: list[float], min_window_us: float) -> int:

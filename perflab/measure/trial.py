@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.steady import Warmup, steady_window
+from perflab.analysis.steady import Warmup, kept_samples
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.isolation import output_to
@@ -33,6 +33,8 @@ from perflab.measure.resolve import Resolved, resolve
 from perflab.measure.steps import (
     INFER_PHASES,
     TRAIN_PHASES,
+    Block,
+    KeptWindow,
     Prepared,
     Step,
     first_call,
@@ -41,7 +43,7 @@ from perflab.measure.steps import (
     run_block,
     warm_up,
 )
-from perflab.measure.timing import make_timer, split_marks
+from perflab.measure.timing import StepTimes, make_timer, split_marks
 from perflab.records import SAMPLE_BYTES, ErrorInfo, Samples, TrialRecord, write_record
 from perflab.sweepdir import log_beside
 from perflab.trial_request import TrialLength, TrialRequest, now
@@ -75,24 +77,20 @@ def measure(
     record.evidence["data_loader"] = built.loader_evidence
     fixed_group = length.steps_per_sample if length else None
     at_warmup = knobs.compile_counters()
-    with memory.SampleMemory(resolved.device) as warm_memory:
-        warmed = warm_up(
-            step, source, timer, tcfg, resolved.device, phases, fixed_group, warm_memory.read
-        )
-    warm, group = warmed.rule, warmed.rule.steps_per_sample
+    warmed = warm_up(step, source, timer, tcfg, resolved.device, phases, fixed_group)
+    warm, group = warmed.warmup, warmed.warmup.steps_per_sample
 
     before = knobs.compile_counters()
     # a warm-up that compiled keeps none of its samples: the window may hold the compile
-    kept = _kept(tcfg, warm, length) if before == at_warmup else 0
-    kept_ns = warm.sample_ns[len(warm.sample_ns) - kept :]
-    kept_s = sum(kept_ns) / 1e9
+    timed_steps = length.timed_steps if length else None
+    kept = warmed.last(kept_samples(warm, tcfg, timed_steps) if before == at_warmup else 0)
     sampler, record.telemetry = telemetry.start_sampler(resolved.device, tcfg.telemetry_interval_ms)
     with memory.SampleMemory(resolved.device) as per_sample:
         block = run_block(
             step,
             source,
             timer,
-            **_bounds(tcfg, length, kept * group, kept_s),
+            **_bounds(tcfg, length, kept.steps, kept.seconds),
             group=group,
             phase_marks=group == 1,
             after_sample=per_sample.read,
@@ -101,34 +99,12 @@ def measure(
     if sampler is not None:
         record.telemetry = sampler.stop()
     after = knobs.compile_counters()
-    # beside the peak that _run adds: memory after each timed sample, the kept window's
-    # included, the leak flag's evidence
-    warm_bytes = warm_memory.in_bytes()
-    record.memory[SAMPLE_BYTES] = warm_bytes[len(warm_bytes) - kept :] + per_sample.in_bytes()
-
+    # beside the peak that _run adds: memory after each timed sample, the leak flag's
+    # evidence
+    record.memory[SAMPLE_BYTES] = kept.sample_bytes + per_sample.in_bytes()
     times = split_marks(host, device, phases if group == 1 else ("step",), group, gapped=True)
-    record.samples = Samples(
-        steps_per_sample=times.steps_per_sample,
-        step_ns=kept_ns + times.step_ns,
-        phases_ns={
-            name: warmed.phases_ns[name][len(warm.sample_ns) - kept :] + durations
-            for name, durations in times.phases_ns.items()
-        },
-        warmup_sample_ns=warm.sample_ns,
-        # the step's first call in this process: with a warm worker, the one that built it
-        first_call_ns=built.first_call_ns,
-        timed_s=round(block.seconds + kept_s, 6),
-        stop_reason="fixed_steps"
-        if length and block.stop_reason == "max_steps"
-        else block.stop_reason,
-        warmup_sample_steps=warm.sample_steps,
-        warmup_stop=warm.stop,
-        warmup_s=round(warm.seconds - kept_s, 6),
-        warmup_kept=kept,
-        length="fixed" if length else ("calibrating" if calibrating else "bounds"),
-        length_from_round=length.from_round if length else None,
-    )
-    record.warnings += _short_block(tcfg, length, kept * group + block.steps)
+    record.samples = _samples(warm, kept, times, block, built.first_call_ns, length, calibrating)
+    record.warnings += _short_block(tcfg, length, kept.steps + block.steps)
     if warm.stop == "cap":
         record.warnings.append(
             f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
@@ -165,13 +141,37 @@ def _bounds(
     }
 
 
-def _kept(tcfg: TrialConfig, warm: Warmup, length: TrialLength | None) -> int:
-    """The warm-up samples that open the timed block (perflab.analysis.steady.steady_window)."""
-    if not tcfg.keep_steady_window:
-        return 0
-    if length is None:
-        return steady_window(warm, tcfg.min_steps, tcfg.min_s)
-    return steady_window(warm, length.timed_steps, 0.0)
+def _samples(
+    warm: Warmup,
+    kept: KeptWindow,
+    block_times: StepTimes,
+    block: Block,
+    first_call_ns: int,
+    length: TrialLength | None,
+    calibrating: bool,
+) -> Samples:
+    """The trial's samples: the kept warm-up window's, then the block's own."""
+    return Samples(
+        steps_per_sample=block_times.steps_per_sample,
+        step_ns=kept.step_ns + block_times.step_ns,
+        phases_ns={
+            name: kept.phases_ns[name] + durations
+            for name, durations in block_times.phases_ns.items()
+        },
+        warmup_sample_ns=warm.sample_ns,
+        # the step's first call in this process: with a warm worker, the one that built it
+        first_call_ns=first_call_ns,
+        timed_s=round(block.seconds + kept.seconds, 6),
+        stop_reason="fixed_steps"
+        if length and block.stop_reason == "max_steps"
+        else block.stop_reason,
+        warmup_sample_steps=warm.sample_steps,
+        warmup_stop=warm.stop,
+        warmup_s=round(warm.seconds - kept.seconds, 6),
+        warmup_kept=kept.count,
+        length="fixed" if length else ("calibrating" if calibrating else "bounds"),
+        length_from_round=length.from_round if length else None,
+    )
 
 
 def _short_block(tcfg: TrialConfig, length: TrialLength | None, steps: int) -> list[str]:

@@ -155,15 +155,16 @@ def export_trace(prof: Any, profile_dir: Path) -> ExportedTrace:
     finally:
         raw.unlink(missing_ok=True)
     if "distributedInfo" not in trace:
-        trace["distributedInfo"] = DISTRIBUTED_INFO
-        text = _with_first_key("distributedInfo", DISTRIBUTED_INFO, text, bool(trace))
+        text = _with_first_key("distributedInfo", DISTRIBUTED_INFO, text)
+        trace["distributedInfo"] = dict(DISTRIBUTED_INFO)
     return ExportedTrace(trace, text)
 
 
-def _with_first_key(key: str, value: Any, text: bytes, others: bool) -> bytes:
-    """A JSON object's text with one more key in front of the others."""
+def _with_first_key(key: str, value: Any, text: bytes) -> bytes:
+    """A JSON object's text with one more key in front of the others (if it has any)."""
     entry = json.dumps({key: value})[1:-1].encode()
-    return b"{" + entry + (b"," if others else b"") + text[text.index(b"{") + 1 :]
+    rest = text[text.index(b"{") + 1 :]
+    return b"{" + entry + (b"" if rest.lstrip().startswith(b"}") else b",") + rest
 
 
 def write_trace(exported: ExportedTrace, profile_dir: Path, max_bytes: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
+from perflab.analysis.steady import last
 from perflab.records import Samples, TrialRecord
 from perflab.report.time_section import PARTS
 from perflab.summary_file import Comparison, Estimate, Isolation, Summary
@@ -161,9 +162,7 @@ def _time_line(iso: Isolation) -> str:
 
 def _warm_up_line(samples: Samples) -> str:
     """The warm-up's time and steps, less the window that opened the timed block."""
-    kept_steps = sum(
-        samples.warmup_sample_steps[len(samples.warmup_sample_steps) - samples.warmup_kept :]
-    )
+    kept_steps = sum(last(samples.warmup_sample_steps, samples.warmup_kept))
     line = (
         f"  warm-up     {samples.warmup_s:.2f} s, "
         f"{sum(samples.warmup_sample_steps) - kept_steps} steps ({samples.warmup_stop})"
