@@ -396,9 +396,9 @@ def warmup_rule(n: int) -> None:
                 ]
                 left = [
                     cost / (step_s * 1e9) - 1 - machine.carry_offset * after_heavy
-                    for cost, _, _ in runs
+                    for cost, _, _, _ in runs
                 ]
-                warm = [w.seconds for _, _, w in runs]
+                warm = [w.seconds for _, _, w, _ in runs]
                 print(
                     f"INFO  warm-up rule, {name}, preset={p}, steady window "
                     f"{'kept' if keep else 'dropped'}: warm-up median {np.median(warm):.2f} s "

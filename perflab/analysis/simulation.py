@@ -189,8 +189,9 @@ def run_trial(
     after_heavy: bool,
     timed_steps: int | None,
     startup_s: float | None = None,
-) -> tuple[float, int, steady.Warmup]:
-    """A trial's cost (median step, ns), its timed steps and its warm-up; it starts
+) -> tuple[float, int, steady.Warmup, int]:
+    """A trial's cost (median step, ns), its timed steps, its warm-up and how many of
+    the warm-up's samples opened the timed block; it starts
     ``startup_s`` into its clock (default: a fresh process's, machine.startup_s)."""
     start = machine.startup_s if startup_s is None else startup_s
     sim = _Trial(rng, variant, machine, offset, after_heavy, start)
@@ -212,7 +213,7 @@ def run_trial(
         samples = (kept + more)[: trial.max_steps]
     else:
         samples = (kept + sim.stretch(timed_steps - len(kept), 1, 0.0, trial.max_s))[:timed_steps]
-    return float(np.median(samples)), len(samples), warm
+    return float(np.median(samples)), len(samples), warm, len(kept)
 
 
 @dataclass
@@ -261,15 +262,14 @@ class _Run:
         after_heavy = after is not None and self.variants[int(after)].heavy
         config = self.config[name]
         startup = m.startup_s if fresh else m.worker_startup_s
-        length = self.lengths.get(config)
-        cost, steps, warm = run_trial(
+        cost, steps, warm, kept = run_trial(
             self.rng,
             self.variants[config],
             m,
             self.trial,
             offset,
             after_heavy,
-            length,
+            self.lengths.get(config),
             startup,
         )
         self.lengths.setdefault(config, steps)
@@ -279,7 +279,6 @@ class _Run:
         )
         self.position += 1
         # the kept window's steps are in the warm-up's seconds already
-        kept = steady.kept_samples(warm, self.trial, length)
         self.elapsed += startup + warm.seconds + (steps - kept) * cost / 1e9
 
 
