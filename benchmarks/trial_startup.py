@@ -5,6 +5,8 @@ Measures, with perflab's own isolation layer (fork server with torch preloaded):
   ready - each later trial: from run_isolated() to the child running its trial code with
           torch, torch._dynamo and perflab.measure.trial already imported (the 0.5 s bar);
   round - a whole round trip (start, run a no-op, answer, exit);
+  collect - the full garbage collection every trial runs before it measures, with the
+          preloads frozen (perflab/frozen_heap.py) and with them thawed, as before;
 and, for contrast, a `python -c "import torch"` in a new interpreter (what spawn pays).
 CLOCK_MONOTONIC (perf_counter_ns) is shared by all processes on Linux, so the child's
 entry time can be compared with the parent's start time.
@@ -15,6 +17,7 @@ entry time can be compared with the parent's start time.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import subprocess
 import sys
@@ -25,6 +28,19 @@ def child_entry(_: object) -> tuple[int, bool]:
     entered = time.perf_counter_ns()
     ready = all(m in sys.modules for m in ("torch", "torch._dynamo", "perflab.measure.trial"))
     return entered, ready
+
+
+def child_collection(_: object) -> tuple[float, float, int]:
+    """Seconds of a full collection in a fresh child as it starts (the preloads frozen),
+    then with them thawed; and how many objects were frozen."""
+    frozen = gc.get_freeze_count()
+    start = time.perf_counter()
+    gc.collect()
+    as_started = time.perf_counter() - start
+    gc.unfreeze()
+    start = time.perf_counter()
+    gc.collect()
+    return as_started, time.perf_counter() - start, frozen
 
 
 def main() -> None:
@@ -47,6 +63,9 @@ def main() -> None:
         ready.append((entered - start) / 1e6)
         rounds.append((end - start) / 1e6)
 
+    collections = [run_isolated(child_collection, None, timeout_s=120).value for _ in range(5)]
+    frozen_s, thawed_s = (statistics.median(c[i] for c in collections) for i in (0, 1))
+
     start = time.perf_counter_ns()
     subprocess.run([sys.executable, "-c", "import torch"], check=True)
     spawn_ms = (time.perf_counter_ns() - start) / 1e6
@@ -57,6 +76,11 @@ def main() -> None:
         f"max {max(ready):.1f} ms over {args.trials}; torch preloaded: {preloaded}"
     )
     print(f"round trip (start, no-op, answer, exit): median {statistics.median(rounds):.1f} ms")
+    print(
+        f"full collection before a trial measures (median of 5 children): {frozen_s * 1e3:.1f} "
+        f"ms with the preloads frozen ({collections[0][2]} objects), {thawed_s * 1e3:.0f} ms "
+        "with them thawed"
+    )
     print(f"new interpreter + import torch (spawn's cost): {spawn_ms:.0f} ms")
 
 

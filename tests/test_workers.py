@@ -5,6 +5,7 @@ ran what and what it cost."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -12,11 +13,13 @@ import time
 from pathlib import Path
 
 from test_experiment import FAST, perflab, sweep_dir
+from tiny import TINY
 
 from perflab.analysis import stats
 from perflab.analysis.summary import rounds_per_unit
 from perflab.isolation import Worker
 from perflab.records import load_record
+from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 # kept by a worker between calls (module state survives in the process, not across)
 CALLS = 0
@@ -34,6 +37,10 @@ def crashes(_: object) -> None:
 
 def hangs(_: object) -> None:
     time.sleep(60)
+
+
+def freeze_count(_: object) -> int:
+    return gc.get_freeze_count()
 
 
 def test_a_worker_keeps_its_state_between_calls_and_a_crash_or_hang_replaces_it():
@@ -58,6 +65,29 @@ def test_a_worker_keeps_its_state_between_calls_and_a_crash_or_hang_replaces_it(
     finally:
         worker.close()
     assert not worker.running
+
+
+def test_a_warm_worker_freezes_what_its_earlier_trials_left_alive(tmp_path, make_config):
+    # device=cpu. The second trial's collection, before it measures, freezes the workload
+    # the first one built: neither its own nor one inside a timed step walks it again
+    cfg = make_config(*TINY)
+    worker = Worker()
+    frozen = []
+    try:
+        for trial in range(2):
+            request = TrialRequest(
+                cfg,
+                {},
+                str(tmp_path / f"r{trial:03d}.json"),
+                {},
+                round=trial,
+                worker={"isolation": "worker", "id": 0, "trial": trial},
+            )
+            assert worker.call(RUN_TRIAL, request, timeout_s=120).value == "ok"
+            frozen.append(worker.call(f"{__name__}:freeze_count", None, timeout_s=120).value)
+    finally:
+        worker.close()
+    assert frozen[1] > frozen[0] > 0
 
 
 def test_a_generation_spans_trials_per_worker_rounds_capped_at_a_third_of_max_rounds():

@@ -385,6 +385,11 @@ def _run(
     record.environment["layout_pad_bytes"] = len(pad)
     # the previous trial's garbage (a warm worker's) is collected here, not while timed
     gc.collect()
+    if request.worker.get("isolation") == "worker":
+        # What the worker's earlier trials left alive (its built workload) lives until the
+        # worker ends: frozen, it is not walked again by the next trial's collection or by
+        # one inside a timed step (the fork server froze its imports: perflab/frozen_heap.py)
+        gc.freeze()
     memory.reset_peak(resolved.device)
     rss_at_start = memory.current_rss_bytes()
     if built is None:
