@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 from test_experiment import FAST, perflab, sweep_dir
@@ -119,6 +120,10 @@ def test_the_variance_split_names_the_worker_part():
     assert stats.variance_split(trials).worker is None
 
 
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
 def _records(root: Path, job: str) -> list:
     return [load_record(p) for p in sorted((root / job / "trials").glob("r*.json"))]
 
@@ -149,6 +154,9 @@ def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_pa
             assert first.samples.first_call_ns == later.samples.first_call_ns
             pids.add(first.worker["pid"])
         assert all(r.cost_s["timed"] > 0 and r.cost_s["warmup"] > 0 for r in records)
+        for r in records:  # the parts after the start add up to the record's own span
+            span = _seconds(r.finished_at) - _seconds(r.started_at)
+            assert sum(r.cost_s.values()) - r.cost_s["start"] >= span - 0.002  # ms stamps
     assert len(pids) == 9  # three generations of three workers
     summary = json.loads((root / "summary.json").read_text())
     iso = summary["isolation"]
@@ -165,6 +173,7 @@ def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_pa
         "warmup",
         "timed",
         "checks",
+        "other",
     }
     [comparison] = summary["comparisons"]
     assert (comparison["rounds"], comparison["units"], comparison["rounds_per_unit"]) == (6, 3, 2)

@@ -113,7 +113,8 @@ def _worker_of(record: TrialRecord) -> tuple[int, int, int] | None:
 
 
 # the parts of a trial's cost, in the order a trial spends them (TrialRecord.cost_s)
-COST_PARTS = ("start", "build", "first_call", "warmup", "timed", "checks")
+# ("other": the rest of the trial's own span, see perflab/measure/trial.py)
+COST_PARTS = ("start", "build", "first_call", "warmup", "timed", "checks", "other")
 
 
 def _costs(trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]) -> dict[str, Any]:

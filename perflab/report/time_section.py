@@ -19,6 +19,7 @@ PARTS = {
     "warmup": "warm-up",
     "timed": "timed",
     "checks": "checks",
+    "other": "other",
 }
 
 
