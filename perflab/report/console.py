@@ -7,7 +7,7 @@ from pathlib import Path
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
 from perflab.analysis.steady import last
 from perflab.records import Samples, TrialRecord
-from perflab.report.time_section import PARTS
+from perflab.report.time_section import PARTS, rounds
 from perflab.summary_file import Comparison, Estimate, Isolation, Summary
 
 
@@ -150,7 +150,7 @@ def _time_line(iso: Isolation) -> str:
     """Where a trial's time went, on average: what warm workers save shows as the build
     and first call of their later trials costing nothing."""
     how = (
-        f"warm workers serving {iso.trials_per_worker} rounds each"
+        f"warm workers serving {rounds(iso.trials_per_worker)} each"
         if iso.mode == "worker"
         else "a fresh process each"
     )

@@ -23,6 +23,10 @@ PARTS = {
 }
 
 
+def rounds(n: int) -> str:
+    return "1 round" if n == 1 else f"{n} rounds"
+
+
 def isolation_text(iso: Isolation | None) -> str:
     """One sentence on how the trials were run, for the section and the method."""
     if iso is None or iso.mode == "process":
@@ -30,7 +34,7 @@ def isolation_text(iso: Isolation | None) -> str:
     workers = f", {iso.workers} workers in all" if iso.workers is not None else ""
     return (
         f"each variant's trials in a warm worker process that built the workload once and "
-        f"served {iso.trials_per_worker} rounds before a fresh one replaced it{workers}; "
+        f"served {rounds(iso.trials_per_worker)} before a fresh one replaced it{workers}; "
         f"the intervals count worker generations, not rounds"
     )
 
