@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from console_scripts import command  # noqa: E402
 
 PERFLAB = command("perflab")
-# The trial shape the default and quick presets use since 2026-11-23 (3 timed steps
-# after a warm-up of at least 2 steps and 0.1 s, then until steady)...
+# The shortest trials: 3 timed steps after a warm-up of at least 2 steps and 0.1 s, then
+# until steady (preset=quick's; the default preset's warm-up lasts at least 0.5 s)...
 SHORTEST = ("trial.min_steps=3", "trial.min_s=0.2", "trial.warmup_steps=2", "trial.warmup_s=0.1")
 SETTINGS = {
     "default preset trials (>= 20 steps, >= 1 s), fresh process per trial": (
