@@ -85,6 +85,8 @@ def spin_figures(workdir: Path, device: str) -> None:
         ],
     )
     [c] = summary["comparisons"]
+    if "speedup" not in c:  # no estimate (NO DATA): nothing decided
+        sys.exit(f"spin: the comparison has no estimate ({c['verdict']}); see {workdir}/spin.log")
     # the step's own constant beyond its spin pulls the true ratio towards 1
     c_us = statistics.median(
         v["step_ns"]["p50"] / 1000 - step_us(v["label"])

@@ -152,8 +152,9 @@ class TrialRecord:
     # workload), "pid"}; {} in records before schema 4 (a fresh process each)
     worker: dict[str, Any] = field(default_factory=dict)
     # seconds spent by part: start (request sent -> trial code running), build,
-    # first_call, warmup, timed, checks; build and first_call are 0 for a trial that
-    # reused its worker's workload
+    # first_call, warmup, timed, checks, other (the rest of the trial's span: trial.uncounted;
+    # absent before 2026-11-24); build and first_call are 0 for a trial that reused its
+    # worker's workload
     cost_s: dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     # set by load_record, never written: the file's checksum does not match its content,

@@ -264,7 +264,7 @@ class Isolation:
     # trials that wrote their costs down
     trials: int
     # seconds summed over those trials, by part: start, build, first_call, warmup, timed,
-    # checks
+    # checks, other (where a record wrote it down)
     cost_s: dict[str, float]
 
 

@@ -138,8 +138,9 @@ class Measured:
     trial_length: TrialLength | None
     # where the spread of the trials comes from
     variance: Variance
-    # mean seconds per trial by part: start, build, first_call, warmup, timed, checks
-    # (None for records before schema 4, which did not write them down)
+    # mean seconds per trial by part: start, build, first_call, warmup, timed, checks,
+    # other (where a record wrote it down); None for records before schema 4, which did
+    # not write them down
     cost_s: dict[str, float] | None = written_when()
     # warm workers that ran its ok trials (None: a fresh process each)
     workers: int | None = written_when()

@@ -22,7 +22,7 @@ import numpy as np
 
 from perflab.analysis import carryover, stats
 from perflab.analysis.numerics import compare_probes
-from perflab.analysis.variants import COST_PARTS, variant_summary
+from perflab.analysis.variants import parts_written, variant_summary
 from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import RecordError
 from perflab.records import TrialRecord, load_record
@@ -372,7 +372,7 @@ def isolation(
         "trials_per_worker": rounds_per_unit(schedule),
         **({"workers": len(workers)} if mode == "worker" else {}),
         "trials": len(costs),
-        "cost_s": {p: round(sum(c.get(p, 0.0) for c in costs), 3) for p in COST_PARTS},
+        "cost_s": {p: round(sum(c.get(p, 0.0) for c in costs), 3) for p in parts_written(costs)},
     }
 
 

@@ -117,6 +117,12 @@ def _worker_of(record: TrialRecord) -> tuple[int, int, int] | None:
 COST_PARTS = ("start", "build", "first_call", "warmup", "timed", "checks", "other")
 
 
+def parts_written(costs: list[dict[str, float]]) -> list[str]:
+    """The parts some record wrote down ("other" is absent from records before
+    2026-11-24: summed as 0 it would claim that nothing went uncounted)."""
+    return [p for p in COST_PARTS if p != "other" or any(p in c for c in costs)]
+
+
 def _costs(trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]) -> dict[str, Any]:
     """Where a variant's trials spent their time: the mean seconds per trial of each part
     (over the trials that wrote their costs down, schema 4 on), and how many warm workers
@@ -125,7 +131,10 @@ def _costs(trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]
     if not with_costs:
         return {}
     out: dict[str, Any] = {
-        "cost_s": {p: float(np.mean([c.get(p, 0.0) for c in with_costs])) for p in COST_PARTS}
+        "cost_s": {
+            p: float(np.mean([c.get(p, 0.0) for c in with_costs]))
+            for p in parts_written(with_costs)
+        }
     }
     if any(w is not None for w in workers):
         out["workers"] = len({w for w in workers if w is not None})

@@ -7,6 +7,7 @@ Nothing here dumps environment variables: a record should not reveal more than i
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -37,8 +38,10 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
+@functools.cache
 def machine() -> dict[str, Any]:
-    """Versions and hardware, read in the trial process (torch is imported there)."""
+    """Versions and hardware, read in the trial process (torch is imported there); once
+    per process, so that a warm worker's later trials do not read them again."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -65,6 +68,16 @@ def machine() -> dict[str, Any]:
 
 
 def _cuda_driver() -> str | None:
+    """The driver's version: from NVML in this process where it answers (no process to
+    start), else from nvidia-smi."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # noqa: BLE001 - no module, no driver, an old NVML: ask nvidia-smi
+        pass
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

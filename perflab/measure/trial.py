@@ -215,12 +215,13 @@ def run_trial(request: TrialRequest) -> str:
     worker (request.worker["isolation"] == "worker") the workload built by the worker's
     first trial is kept for the later ones (see Built).
     """
-    started = time.time()
+    started = time.time()  # against the parent's sent_at: the start cost
+    span_start = time.perf_counter()  # the trial's own span, on the parts' clock
     with output_to(log_beside(request.record_path)):
-        return _trial(request, started)
+        return _trial(request, started, span_start)
 
 
-def _trial(request: TrialRequest, started: float) -> str:
+def _trial(request: TrialRequest, started: float, span_start: float) -> str:
     cfg = request.config
     user_code_importable(request)
     record = TrialRecord(
@@ -263,18 +264,20 @@ def _trial(request: TrialRequest, started: float) -> str:
         _forget()  # a workload that failed is not served again
     record.environment.update({**request.invocation, **environment.machine()})
     record.load_end = environment.load_average()
-    record.cost_s["other"] = _uncounted(record.cost_s, started)
+    record.cost_s["other"] = uncounted(record.cost_s, time.perf_counter() - span_start)
     record.finished_at = _now()
     write_record(Path(request.record_path), record, parents=False)
     return record.status
 
 
-def _uncounted(cost_s: dict[str, float], started: float) -> float:
-    """The trial's seconds that no part counts, so that the parts add up to its span:
-    the heap pad, the collection before measuring, the readings around the block and
-    the record's assembly (its writing comes after)."""
+def uncounted(cost_s: dict[str, float], span_s: float) -> float:
+    """The seconds of a trial's span (from its code starting to its record being
+    assembled) that no part counts, so that the parts after ``start`` add up to the span:
+    the heap pad, the collection before measuring, the readings around the block; on
+    CUDA, a process's first trial also starts the CUDA context here; in a failed trial,
+    the part that did not finish. Never negative (the parts are rounded to the us)."""
     counted = sum(seconds for part, seconds in cost_s.items() if part != "start")
-    return round(max(time.time() - started - counted, 0.0), 6)
+    return round(max(span_s - counted, 0.0), 6)
 
 
 @dataclass
@@ -311,10 +314,14 @@ def _config_key(request: TrialRequest) -> str:
     return json.dumps(request.config_dict, sort_keys=True, default=str)
 
 
+def _in_worker(request: TrialRequest) -> bool:
+    return request.worker.get("isolation") == "worker"
+
+
 def _reusable(request: TrialRequest) -> Built | None:
     """The worker's built workload, if this trial may use it: a later trial of the same
     configuration in the same worker."""
-    later = request.worker.get("isolation") == "worker" and request.worker.get("trial", 0) > 0
+    later = _in_worker(request) and request.worker.get("trial", 0) > 0
     if later and _BUILT is not None and _BUILT.key == _config_key(request):
         return _BUILT
     return None
@@ -394,7 +401,7 @@ def _run(
     record.environment["layout_pad_bytes"] = len(pad)
     # the previous trial's garbage (a warm worker's) is collected here, not while timed
     gc.collect()
-    if request.worker.get("isolation") == "worker":
+    if _in_worker(request):
         # What the worker's earlier trials left alive (its built workload) lives until the
         # worker ends: frozen, it is not walked again by the next trial's collection or by
         # one inside a timed step (the fork server froze its imports: perflab/frozen_heap.py)
@@ -406,7 +413,7 @@ def _run(
         record.cost_s.update(
             build=round(built.build_s, 6), first_call=round(built.first_call_ns / 1e9, 6)
         )
-        if request.worker.get("isolation") == "worker":
+        if _in_worker(request):
             _BUILT = built
     else:
         record.cost_s.update(build=0.0, first_call=0.0)

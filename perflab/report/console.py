@@ -155,7 +155,9 @@ def _time_line(iso: Isolation) -> str:
         else "a fresh process each"
     )
     parts = ", ".join(
-        f"{name} {iso.cost_s.get(key, 0.0) / iso.trials:.3f} s" for key, name in PARTS.items()
+        f"{name} {iso.cost_s[key] / iso.trials:.3f} s"
+        for key, name in PARTS.items()
+        if key in iso.cost_s
     )
     return f"time per trial ({iso.trials} trials, {how}): {parts}"
 

@@ -6,24 +6,19 @@ from __future__ import annotations
 
 import math
 
+from perflab.analysis.variants import COST_PARTS
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
 from perflab.summary_file import Isolation
 from perflab.summary_variants import Variance
 
 # the parts of a trial, as summary.json names them (TrialRecord.cost_s), and as shown
-PARTS = {
-    "start": "start",
-    "build": "build",
-    "first_call": "first call",
-    "warmup": "warm-up",
-    "timed": "timed",
-    "checks": "checks",
-    "other": "other",
-}
+LABELS = {"first_call": "first call", "warmup": "warm-up"}
+PARTS = {part: LABELS.get(part, part) for part in COST_PARTS}
 
 
 def rounds(n: int) -> str:
+    """ "1 round", "2 rounds"."""
     return "1 round" if n == 1 else f"{n} rounds"
 
 
@@ -61,6 +56,7 @@ def time_section(report: Report) -> list[str]:
                 f"{iso.cost_s.get(key, 0.0) / iso.trials:.3f}",
             ]
             for key, name in PARTS.items()
+            if key in iso.cost_s
         ]
         lines += [
             f"{iso.trials} trials, {total:.1f} s inside them of "
