@@ -18,7 +18,7 @@ PARTS = {part: LABELS.get(part, part) for part in COST_PARTS}
 
 
 def rounds(n: int) -> str:
-    """ "1 round", "2 rounds"."""
+    """A count of rounds in words: "1 round", "2 rounds"."""
     return "1 round" if n == 1 else f"{n} rounds"
 
 
