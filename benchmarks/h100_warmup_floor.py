@@ -1,7 +1,7 @@
 """Did the H100 trials in tests/fixtures/h100 still ramp after a short warm-up?
 
 Those sweeps ran on 2026-11-23 with a fixed warm-up (before the until-steady rule): 2
-steps under preset=quick (20-60 ms on these steps) and 0.5 s or 3 s in the others. For
+steps under preset=quick (20-80 ms on these steps) and 0.5 s or 3 s in the others. For
 each trial this compares the median step of the first quarter of its timed block (its
 first sample, in a 3-sample block) with the median of the whole block: a block still
 ramping after its warm-up starts slow. It is the evidence there is, without a GPU, on
