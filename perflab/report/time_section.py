@@ -49,14 +49,9 @@ def time_section(report: Report) -> list[str]:
     total = sum(iso.cost_s.values())
     if iso.trials and total > 0:
         rows = [
-            [
-                name,
-                f"{iso.cost_s.get(key, 0.0):.1f}",
-                f"{iso.cost_s.get(key, 0.0) / total:.0%}",
-                f"{iso.cost_s.get(key, 0.0) / iso.trials:.3f}",
-            ]
+            [name, f"{seconds:.1f}", f"{seconds / total:.0%}", f"{seconds / iso.trials:.3f}"]
             for key, name in PARTS.items()
-            if key in iso.cost_s
+            if (seconds := iso.cost_s.get(key)) is not None
         ]
         lines += [
             f"{iso.trials} trials, {total:.1f} s inside them of "
