@@ -1,7 +1,7 @@
 """The speed figures a GPU run must show, in one command: what a trial costs beyond its
 timed block, how long a sub-millisecond comparison takes to decide, and a compile study.
 
-    python benchmarks/gpu_speed.py [--device cuda] [--workdir DIR]
+    python benchmarks/gpu_speed.py [--device cuda] [--workdir DIR] [--overrides "K=V ..."]
 
 It runs two sweeps the way a user would type them:
 
@@ -72,7 +72,7 @@ def met(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def spin_figures(workdir: Path, device: str) -> None:
+def spin_figures(workdir: Path, device: str, extra: list[str]) -> None:
     wall, summary, _ = sweep(
         workdir,
         "spin",
@@ -83,6 +83,7 @@ def spin_figures(workdir: Path, device: str) -> None:
             f"schedule.treatments={{model.step_us:{BASE_US}}}",
             f"schedule.target_half_width={TARGET}",
             "profile=false",
+            *extra,
         ],
     )
     [c] = summary["comparisons"]
@@ -126,8 +127,9 @@ def spin_figures(workdir: Path, device: str) -> None:
     )
 
 
-def compile_figures(workdir: Path, device: str) -> None:
-    wall, summary, root = sweep(workdir, "compile", [f"device={device}", "compile=off,default"])
+def compile_figures(workdir: Path, device: str, extra: list[str]) -> None:
+    overrides = [f"device={device}", "compile=off,default", *extra]
+    wall, summary, root = sweep(workdir, "compile", overrides)
     records = [json.loads(p.read_text()) for p in root.glob("*/trials/r*.json")]
     compiled = [r for r in records if r["settings"].get("compile_mode") not in (None, "off")]
     first_calls = [r["cost_s"]["first_call"] for r in compiled if r["cost_s"].get("first_call")]
@@ -150,7 +152,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--overrides",
+        default="",
+        help="more overrides for both sweeps, space-separated: e.g. trial.warmup_s=0.1, "
+        "to see what a shorter warm-up floor saves (benchmarks/warmup_floor.py asks "
+        "what it risks)",
+    )
     args = parser.parse_args()
+    extra = args.overrides.split()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="perflab-gpu-speed-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.device == "cuda":
@@ -158,8 +168,10 @@ def main() -> None:
 
         if not torch.cuda.is_available():
             sys.exit("gpu_speed: no CUDA device here (torch.cuda.is_available() is False)")
-    spin_figures(workdir, args.device)
-    compile_figures(workdir, args.device)
+    if extra:
+        print(f"with {' '.join(extra)}")
+    spin_figures(workdir, args.device, extra)
+    compile_figures(workdir, args.device, extra)
     print(f"sweeps, logs: {workdir}")
 
 
