@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -160,7 +161,7 @@ def main() -> None:
         "what it risks)",
     )
     args = parser.parse_args()
-    extra = args.overrides.split()
+    extra = shlex.split(args.overrides)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="perflab-gpu-speed-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.device == "cuda":

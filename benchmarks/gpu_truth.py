@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
 # the console script found as the tests find it (tests/console_scripts.py): on a machine
 # where pip put it outside PATH, the entry point run by this interpreter
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))
 from console_scripts import command  # noqa: E402
 
 PERFLAB = command("perflab")
-
-ROOT = Path(__file__).resolve().parent.parent
 BASE_US = 2000  # experiments/spin_ratio.yaml's baseline (its schedule.treatments)
 STEPS_US = (2000, 2100, 2500)  # true speedups 0.952 and 0.800 against the base
 # A step is its spin plus a constant c of a few us (a multiply, the marks): the spin is

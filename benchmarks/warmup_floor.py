@@ -13,11 +13,14 @@ fixed time and kept every warm-up step: ``trial.warmup_s=3 trial.steady_toleranc
 (the rule off). For each such trial and each candidate floor it replays
 ``steady.warm_up`` over the recorded steps, with the default preset's other trial
 settings, takes the timed block the trial would then have measured (the kept steady
-window and the steps after it, ``trial.min_steps`` and ``trial.min_s``) and compares the
-block's mean log step time with the trial's settled level: the mean log step time of
-every recorded step that started after ``--settled-after`` seconds of warm-up. Per
+window and the steps after it: ``trial.min_steps`` and ``trial.min_s`` in a
+configuration's first trial, the timed steps it fixed in the later ones) and compares
+the block's mean log step time with the trial's settled level: the mean log step time
+of every recorded step that started after ``--settled-after`` seconds of warm-up. Per
 variant and floor it prints the block's mean excess over the settled level (with its
-standard error across trials), its worst trial, and what the warm-up cost.
+standard error across trials), its worst trial and what the warm-up cost, and says how
+many trials were too short to replay and how many blocks reached into the settled
+window (which pulls their excess towards 0).
 
 ``--run DEVICE`` first records the README's main command that way (``perflab -m
 batch_size=32,64 amp=true,false``, default preset otherwise, warm workers included: a
@@ -43,16 +46,22 @@ from typing import Any
 from perflab.analysis import steady
 from perflab.analysis.simulation import preset
 from perflab.config.schema import TrialConfig
+from perflab.measure.steps import steps_per_sample
 
+ROOT = Path(__file__).resolve().parents[1]
 # the console script found as the tests find it (tests/console_scripts.py): on a machine
 # where pip put it outside PATH, the entry point run by this interpreter
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))
 from console_scripts import command  # noqa: E402
 
 PERFLAB = command("perflab")
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h100" / "amp_gpu_warmup3s"
+FIXTURE = ROOT / "tests" / "fixtures" / "h100" / "amp_gpu_warmup3s"
+# 0.1 s is preset=quick's floor and 0.5 s the default preset's; 0 leaves the minimum to
+# trial.warmup_steps and the rule; 0.2 s and 1.0 s bracket them
 FLOORS_S = (0.0, 0.1, 0.2, 0.5, 1.0)
+# a long, fixed warm-up (the rule off) whose every step the record keeps, and no kept
+# window, so that the timed steps follow the warm-up's without overlapping them
 RECORDING = ["trial.warmup_s=3", "trial.steady_tolerance=0", "trial.keep_steady_window=false"]
 
 
@@ -61,41 +70,65 @@ class RecordingTooShort(Exception):
 
 
 class Replay:
-    """A trial's recorded steps, served to steady.warm_up as if they ran now: a clock
-    that advances by the steps handed out, and stretches of whole groups."""
+    """A trial's recorded steps, served as if they ran now: to steady.warm_up as the
+    trial's warm-up stretches, then as its timed block."""
 
-    def __init__(self, step_ns: list[float]) -> None:
-        self.step_ns, self.position, self.now_ns = step_ns, 0, 0.0
+    def __init__(self, step_ns: list[float], max_steps: int) -> None:
+        self.step_ns, self.max_steps = step_ns, max_steps
+        self.position, self.now_ns = 0, 0.0
 
     def clock(self) -> int:
+        """ns since the first recorded step began. The real clock also counts the gaps
+        between samples (memory readings), which the record does not keep."""
         return int(self.now_ns)
 
     def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
-        """As perflab.measure.steps.run_block: at least ``steps`` and ``min_s``, at most
-        ``max_s`` (checked after every group); the samples' durations, ns."""
+        """A warm-up stretch as perflab.measure.steps.warm_up runs one: capped at the
+        timer's capacity, trial.max_steps rounded down to whole groups."""
+        bound = max(group, self.max_steps - self.max_steps % group)
+        return self.block(min(steps, bound), bound, group, min_s, max_s)
+
+    def block(
+        self, min_steps: int, max_steps: int, group: int, min_s: float, max_s: float
+    ) -> list[int]:
+        """As perflab.measure.steps.run_block: whole groups, the bounds checked after each,
+        until max_steps or max_s, or until both minimums are met; the samples' durations."""
         samples: list[int] = []
-        taken = spent = 0.0
-        while taken < steps or spent < min_s * 1e9:
-            if spent >= max_s * 1e9:
-                break
+        steps, spent = 0, 0.0
+        while True:
             end = self.position + group
             if end > len(self.step_ns):
                 raise RecordingTooShort
             sample = sum(self.step_ns[self.position : end])
             self.position, self.now_ns = end, self.now_ns + sample
             samples.append(int(sample))
-            taken, spent = taken + group, spent + sample
-        return samples
+            steps, spent = steps + group, spent + sample
+            if steps >= max_steps or spent >= max_s * 1e9:
+                return samples
+            if steps >= min_steps and spent >= min_s * 1e9:
+                return samples
+
+
+@dataclass(frozen=True)
+class Length:
+    """What a configuration's first trial fixes for its later ones (schedule.count)."""
+
+    timed_steps: int
+    steps_per_sample: int
 
 
 @dataclass
 class Outcome:
     """One trial replayed with one floor: the timed block's mean log step against the
-    settled level (relative excess), and the warm-up's cost."""
+    settled level (relative excess), the warm-up's cost and why it stopped, the length
+    the block had, and whether the block reached into the settled window (which pulls
+    the excess towards 0)."""
 
     excess: float
     warmup_s: float
     stop: str
+    length: Length
+    overlaps: bool
 
 
 def per_step(samples: dict[str, Any]) -> tuple[list[float], int]:
@@ -116,17 +149,25 @@ def per_step(samples: dict[str, Any]) -> tuple[list[float], int]:
     return series, group
 
 
-def replay(series: list[float], group: int, trial: TrialConfig, settled_after_s: float) -> Outcome:
-    """The trial as the default preset with ``trial.warmup_s`` would have run it."""
+def replay(
+    series: list[float],
+    device: str,
+    trial: TrialConfig,
+    settled_after_s: float,
+    length: Length | None = None,
+) -> Outcome:
+    """The trial as the default preset with ``trial.warmup_s`` would have run it: as its
+    configuration's first trial (``length`` None: the steps per sample chosen from the
+    warm-up, the block bounded by trial.min_*/max_*), or as a later one, whose steps per
+    sample and timed steps the first trial fixed (perflab/measure/trial.py, ``_bounds``)."""
     starts = [0.0]
     for ns in series[:-1]:
         starts.append(starts[-1] + ns)
-    settled = [
-        math.log(ns) for ns, t in zip(series, starts, strict=True) if t >= settled_after_s * 1e9
-    ]
+    after_ns = settled_after_s * 1e9
+    settled = [math.log(ns) for ns, t in zip(series, starts, strict=True) if t >= after_ns]
     if len(settled) < 5:
         raise RecordingTooShort
-    run = Replay(series)
+    run = Replay(series, trial.max_steps)
     warm = steady.warm_up(
         run.stretch,
         run.clock,
@@ -134,16 +175,32 @@ def replay(series: list[float], group: int, trial: TrialConfig, settled_after_s:
         min_s=trial.warmup_s,
         max_s=trial.warmup_max_s,
         tolerance=trial.steady_tolerance,
-        choose_group=lambda _: group,
+        choose_group=lambda per_step: steps_per_sample(device, per_step, trial.min_event_window_us),
+        fixed_group=length.steps_per_sample if length else None,
     )
-    kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, None))
+    group = warm.steps_per_sample
+    timed_steps = length.timed_steps if length else None
+    kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, timed_steps))
     kept_steps, kept_s = len(kept) * group, sum(kept) / 1e9
-    more = run.stretch(
-        max(1, trial.min_steps - kept_steps), group, max(0.0, trial.min_s - kept_s), trial.max_s
-    )
+    if length is None:
+        more = run.block(
+            max(1, trial.min_steps - kept_steps),
+            trial.max_steps - kept_steps,
+            group,
+            max(0.0, trial.min_s - kept_s),
+            trial.max_s,
+        )
+    else:
+        rest = length.timed_steps - kept_steps
+        more = run.block(rest, rest, group, 0.0, trial.max_s)
     block = [math.log(ns / group) for ns in kept + more]
-    excess = math.expm1(statistics.fmean(block) - statistics.fmean(settled))
-    return Outcome(excess, warm.seconds - kept_s, warm.stop)
+    return Outcome(
+        excess=math.expm1(statistics.fmean(block) - statistics.fmean(settled)),
+        warmup_s=warm.seconds - kept_s,
+        stop=warm.stop,
+        length=Length(kept_steps + len(more) * group, group),
+        overlaps=run.now_ns > after_ns,
+    )
 
 
 def process_kind(record: dict[str, Any]) -> str:
@@ -156,6 +213,9 @@ def process_kind(record: dict[str, Any]) -> str:
 
 
 def analyse(sweep: Path, settled_after_s: float) -> None:
+    """Replay every ok trial of a sweep with every floor, in round order per variant (the
+    first trial fixes the length of the later ones), and print the outcomes per variant,
+    kind of process and floor."""
     labels = {}
     experiment = sweep / "experiment.json"
     if experiment.exists():
@@ -163,51 +223,62 @@ def analyse(sweep: Path, settled_after_s: float) -> None:
             labels[variant["dir"]] = variant["label"]
     # the default preset's trial settings on each record's device
     trials = {device: preset("default", cuda=device == "cuda")[0] for device in ("cpu", "cuda")}
-    # per floor, per (variant directory, kind of process): the replayed trials
-    by_floor: dict[float, dict[tuple[str, str], list[Outcome]]] = {
+    # per floor, per (variant directory, kind of process): the replayed trials, and how
+    # many could not be replayed
+    outcomes: dict[float, dict[tuple[str, str], list[Outcome]]] = {
         f: defaultdict(list) for f in FLOORS_S
     }
-    short = 0
-    for path in sorted(sweep.glob("*/trials/r*.json")):
-        record = json.loads(path.read_text())
-        if record.get("status") != "ok":
-            continue
-        series, group = per_step(record["samples"])
-        trial = trials[record["settings"]["device"]]
-        key = (path.parent.parent.name, process_kind(record))
-        for floor in FLOORS_S:
-            try:
-                outcome = replay(series, group, with_floor(trial, floor), settled_after_s)
-            except RecordingTooShort:
-                short += 1
+    too_short: Counter[tuple[float, str, str]] = Counter()
+    for variant_dir in sorted(p for p in sweep.iterdir() if (p / "trials").is_dir()):
+        lengths: dict[float, Length] = {}
+        for path in sorted((variant_dir / "trials").glob("r*.json")):
+            record = json.loads(path.read_text())
+            if record.get("status") != "ok":
                 continue
-            by_floor[floor][key].append(outcome)
+            series, _ = per_step(record["samples"])
+            device = record["settings"]["device"]
+            key = (variant_dir.name, process_kind(record))
+            for floor in FLOORS_S:
+                trial = replace(trials[device], warmup_s=floor)
+                try:
+                    outcome = replay(series, device, trial, settled_after_s, lengths.get(floor))
+                except RecordingTooShort:
+                    too_short[(floor, *key)] += 1
+                    continue
+                lengths.setdefault(floor, outcome.length)
+                outcomes[floor][key].append(outcome)
     print(f"{sweep}: settled level = mean log step after {settled_after_s} s of warm-up")
-    for variant_dir, kind in sorted({key for per in by_floor.values() for key in per}):
-        print(f"  {labels.get(variant_dir, variant_dir)} ({kind})")
+    keys = sorted({key for per in outcomes.values() for key in per} | {k[1:] for k in too_short})
+    for name, kind in keys:
+        print(f"  {labels.get(name, name)} ({kind})")
         for floor in FLOORS_S:
-            outcomes = by_floor[floor].get((variant_dir, kind), [])
-            if outcomes:
-                print("    " + line(floor, outcomes))
-    if short:
-        print(f"  {short} replays needed more steps than their trial recorded (left out)")
+            replayed = outcomes[floor].get((name, kind), [])
+            print("    " + line(floor, replayed, too_short[(floor, name, kind)]))
 
 
-def with_floor(trial: TrialConfig, floor: float) -> TrialConfig:
-    return replace(trial, warmup_s=floor)
-
-
-def line(floor: float, outcomes: list[Outcome]) -> str:
+def line(floor: float, outcomes: list[Outcome], too_short: int) -> str:
+    """One floor's outcomes for one variant and kind of process, in one line."""
+    head = f"floor {floor:.1f} s: "
+    short = (
+        f"; {too_short} trial(s) left out: the replay needed more than was recorded (record "
+        "a longer warm-up, or lower --settled-after)"
+        if too_short
+        else ""
+    )
+    if not outcomes:
+        return head + "no trial replayed" + short
     excess = [o.excess for o in outcomes]
     se = statistics.stdev(excess) / math.sqrt(len(excess)) if len(excess) > 1 else float("nan")
     stops = Counter(o.stop for o in outcomes)
-    worst = max(excess, key=abs)
+    overlaps = sum(o.overlaps for o in outcomes)
     return (
-        f"floor {floor:.1f} s: block vs settled {statistics.fmean(excess):+.2%} "
-        f"(se {se:.2%}, median {statistics.median(excess):+.2%}, worst {worst:+.2%}); "
-        f"warm-up {statistics.fmean(o.warmup_s for o in outcomes):.3f} s; "
-        f"{len(outcomes)} trials; stopped: "
+        head + f"block vs settled {statistics.fmean(excess):+.2%} (se {se:.2%}, median "
+        f"{statistics.median(excess):+.2%}, worst {max(excess, key=abs):+.2%}); warm-up "
+        f"{statistics.fmean(o.warmup_s for o in outcomes):.3f} s; {len(outcomes)} trials; "
+        "stopped: "
         + ", ".join(f"{k} {v}" for k, v in sorted(stops.items()))
+        + (f"; {overlaps} block(s) reached into the settled window" if overlaps else "")
+        + short
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,8 @@ def series(ramp: float, tau_s: float, seconds: float = 3.0, seed: int = 0) -> li
 
 
 def excess(steps: list[float], floor: float, settled_after_s: float = 2.0) -> float:
-    trial = warmup_floor.with_floor(TRIAL, floor)
-    return warmup_floor.replay(steps, 1, trial, settled_after_s).excess
+    trial = replace(TRIAL, warmup_s=floor)
+    return warmup_floor.replay(steps, "cpu", trial, settled_after_s).excess
 
 
 def test_a_flat_series_is_at_its_settled_level_whatever_the_floor() -> None:
@@ -59,8 +60,32 @@ def test_a_short_floor_lands_on_a_slow_ramp() -> None:
 
 
 def test_a_recording_too_short_for_the_replay_is_said_so() -> None:
-    with pytest.raises(warmup_floor.RecordingTooShort):
-        excess(series(ramp=0.0, tau_s=1.0, seconds=0.5), 0.1)
+    half_a_second = series(ramp=0.0, tau_s=1.0, seconds=0.5)
+    with pytest.raises(warmup_floor.RecordingTooShort):  # no settled level after 2 s
+        excess(half_a_second, 0.1)
+    with pytest.raises(warmup_floor.RecordingTooShort):  # a 1 s warm-up runs out of steps
+        excess(half_a_second, 1.0, settled_after_s=0.3)
+
+
+def test_a_replayed_block_keeps_run_blocks_bounds() -> None:
+    # whole groups, the bounds checked after each: both minimums, or a maximum first
+    def block(min_steps: int, max_steps: int, min_s: float, max_s: float) -> list[int]:
+        replay = warmup_floor.Replay([10e6] * 100, max_steps=5000)
+        return replay.block(min_steps, max_steps, 2, min_s, max_s)
+
+    assert block(3, 50, 0.0, 10.0) == [20_000_000] * 2  # 3 steps: two groups of two
+    assert block(1, 50, 0.1, 10.0) == [20_000_000] * 5  # 0.1 s: five groups
+    assert len(block(1, 6, 1.0, 10.0)) == 3  # max_steps before min_s
+    assert len(block(50, 100, 0.0, 0.05)) == 3  # max_s before min_steps
+
+
+def test_later_trials_keep_the_length_the_first_trial_fixed() -> None:
+    steps = series(ramp=0.0, tau_s=1.0)
+    trial = replace(TRIAL, warmup_s=0.1)
+    first = warmup_floor.replay(steps, "cpu", trial, 2.0)
+    assert first.length.timed_steps >= 19  # trial.min_s = 0.2 s of ~10 ms steps
+    fixed = warmup_floor.Length(timed_steps=7, steps_per_sample=1)
+    assert warmup_floor.replay(steps, "cpu", trial, 2.0, fixed).length == fixed
 
 
 def test_both_schemas_become_one_series_of_steps() -> None:
