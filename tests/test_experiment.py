@@ -42,12 +42,24 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     # Six rounds of 100-step trials, not FAST's three of 20, each in its own worker: with
     # three units (three rounds, or six at quick's two rounds a worker) the sentinel's t
     # quantile is 4.3, and one preempted trial on a shared machine widened its noise floor
-    # past the true 5 % effect (INCONCLUSIVE) in two CI runs.
+    # past the true 5 % effect (INCONCLUSIVE) in two CI runs. The experiment's 2100 us
+    # variant is replaced by 2500 us (a true 20 %): with 2100 us, six rounds once read
+    # 0.967x [0.942, 0.992] in CI (2026-11-24), an interval that reached into the +-1 %
+    # band and was rightly INCONCLUSIVE. Small effects are the spin benchmark's
+    # (benchmarks/spin_pipeline.py, with error rates over many sweeps); this test asks
+    # that the pipeline finds a known ratio and says SLOWER.
+    known = ("model.step_us=2000,2500",)
     rounds = ("schedule.min_rounds=6", "schedule.max_rounds=6", "trial.min_steps=100")
     rounds += ("schedule.trials_per_worker=1",)
     settle = "schedule.settle_s=0.01"  # on a CPU: a plain pause before each trial
     result = perflab(
-        tmp_path, "+experiment=spin_ratio", "report.dir=reports/spin", *FAST, *rounds, settle
+        tmp_path,
+        "+experiment=spin_ratio",
+        *known,
+        "report.dir=reports/spin",
+        *FAST,
+        *rounds,
+        settle,
     )
     assert result.returncode == 0, result.stderr + result.stdout
     out = result.stdout
@@ -61,12 +73,12 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     summary = json.loads((root / "summary.json").read_text())
     _assert_lengths_fixed_by_the_first_trial_of_each_configuration(root, summary)
     [c] = summary["comparisons"]
-    assert (c["variant"], c["baseline"]) == ("model.step_us=2100", "model.step_us=2000")
-    # the true ratio is 2000/2100 = 0.952 plus the step's constant overhead (a few us);
-    # within 3 % here: six rounds on a shared host read 0.944 once and 0.973 twice in a
-    # row (2026-11-23, a burst of the host's noise that compressed the ratio); the bias
-    # over many rounds is benchmarks/spin_pipeline.py's, <= 0.02 %
-    assert 0.923 < c["speedup"] < 0.981 and c["verdict"] == "SLOWER"
+    assert (c["variant"], c["baseline"]) == ("model.step_us=2500", "model.step_us=2000")
+    # the true ratio is 2000/2500 = 0.800 plus the step's constant overhead (a few us);
+    # within 3 % here: with 2100 us, six rounds on a shared host read 0.944 once and
+    # 0.973 twice in a row against 0.952 (2026-11-23, a burst of the host's noise that
+    # compressed the ratio); the bias over many rounds is benchmarks/spin_pipeline.py's
+    assert 0.776 < c["speedup"] < 0.824 and c["verdict"] == "SLOWER"
     assert summary["stop_reason"] in ("precision reached", "max rounds")
     assert summary["rounds"] == 6
     assert "**SLOWER**" in (root / "report.md").read_text()
