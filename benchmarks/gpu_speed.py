@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument(
         "--overrides",
         default="",
-        help="more overrides for both sweeps, space-separated: e.g. trial.warmup_s=0.1, "
+        help="more overrides for both sweeps, split as a shell would: e.g. trial.warmup_s=0.1, "
         "to see what a shorter warm-up floor saves (benchmarks/warmup_floor.py asks "
         "what it risks)",
     )
