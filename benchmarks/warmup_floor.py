@@ -65,50 +65,6 @@ FLOORS_S = (0.0, 0.1, 0.2, 0.5, 1.0)
 RECORDING = ["trial.warmup_s=3", "trial.steady_tolerance=0", "trial.keep_steady_window=false"]
 
 
-class RecordingTooShort(Exception):
-    """The replayed warm-up or block needed more steps than the trial recorded."""
-
-
-class Replay:
-    """A trial's recorded steps, served as if they ran now: to steady.warm_up as the
-    trial's warm-up stretches, then as its timed block."""
-
-    def __init__(self, step_ns: list[float], max_steps: int) -> None:
-        self.step_ns, self.max_steps = step_ns, max_steps
-        self.position, self.now_ns = 0, 0.0
-
-    def clock(self) -> int:
-        """ns since the first recorded step began. The real clock also counts the gaps
-        between samples (memory readings), which the record does not keep."""
-        return int(self.now_ns)
-
-    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
-        """A warm-up stretch as perflab.measure.steps.warm_up runs one: capped at the
-        timer's capacity, trial.max_steps rounded down to whole groups."""
-        bound = max(group, self.max_steps - self.max_steps % group)
-        return self.block(min(steps, bound), bound, group, min_s, max_s)
-
-    def block(
-        self, min_steps: int, max_steps: int, group: int, min_s: float, max_s: float
-    ) -> list[int]:
-        """As perflab.measure.steps.run_block: whole groups, the bounds checked after each,
-        until max_steps or max_s, or until both minimums are met; the samples' durations."""
-        samples: list[int] = []
-        steps, spent = 0, 0.0
-        while True:
-            end = self.position + group
-            if end > len(self.step_ns):
-                raise RecordingTooShort
-            sample = sum(self.step_ns[self.position : end])
-            self.position, self.now_ns = end, self.now_ns + sample
-            samples.append(int(sample))
-            steps, spent = steps + group, spent + sample
-            if steps >= max_steps or spent >= max_s * 1e9:
-                return samples
-            if steps >= min_steps and spent >= min_s * 1e9:
-                return samples
-
-
 @dataclass(frozen=True)
 class Length:
     """What a configuration's first trial fixes for its later ones (schedule.count)."""
@@ -166,8 +122,8 @@ def replay(
     after_ns = settled_after_s * 1e9
     settled = [math.log(ns) for ns, t in zip(series, starts, strict=True) if t >= after_ns]
     if len(settled) < 5:
-        raise RecordingTooShort
-    run = Replay(series, trial.max_steps)
+        raise steady.OutOfSteps  # no settled level to compare with
+    run = steady.Recorded(series, trial.max_steps)
     warm = steady.warm_up(
         run.stretch,
         run.clock,
@@ -242,7 +198,7 @@ def analyse(sweep: Path, settled_after_s: float) -> None:
                 trial = replace(trials[device], warmup_s=floor)
                 try:
                     outcome = replay(series, device, trial, settled_after_s, lengths.get(floor))
-                except RecordingTooShort:
+                except steady.OutOfSteps:
                     too_short[(floor, *key)] += 1
                     continue
                 lengths.setdefault(floor, outcome.length)

@@ -16,42 +16,13 @@ from perflab.analysis import steady
 H100 = Path(__file__).resolve().parent / "fixtures" / "h100"
 
 
-class OutOfSteps(Exception):
-    """The recorded series ended before the warm-up did."""
-
-
-class Replay:
-    """A warm-up over a given series of step times (ns): a clock and a stretch that runs
-    the next steps of the series, as perflab.measure.steps.run_block would."""
-
-    def __init__(self, steps_ns: Iterator[int]) -> None:
-        self.steps, self.now = steps_ns, 0
-
-    def clock(self) -> int:
-        return self.now
-
-    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
-        start, samples, done = self.now, [], 0
-        while True:
-            try:
-                sample = sum(next(self.steps) for _ in range(group))
-            except (StopIteration, RuntimeError) as exc:  # a generator's end is re-raised
-                raise OutOfSteps from exc
-            self.now += sample
-            samples.append(sample)
-            done += group
-            elapsed = self.now - start
-            if elapsed >= max_s * 1e9 or (done >= steps and elapsed >= min_s * 1e9):
-                return samples
-
-
 def warm(
     series: Iterator[int],
     group: tuple[Callable[[list[float]], int], int | None] = (lambda _: 1, None),
     **rule: float,
 ) -> steady.Warmup:
     """The warm-up rule over a series; ``group``: (choose_group, fixed_group)."""
-    replay = Replay(series)
+    replay = steady.Recorded(series)
     settings = {"min_steps": 5, "min_s": 0.5, "max_s": 5.0, "tolerance": 0.02, **rule}
     return steady.warm_up(
         replay.stretch,
@@ -149,8 +120,24 @@ def test_h100_bf16_steps_that_rose_through_the_trial_are_never_called_steady():
     # the timed block (the block read 16.4 ms; steady bf16 steps are 8.9 ms). Replayed, the
     # rule never calls the series steady: perflab would have warmed up further.
     series = _h100_series("amp_gpu_warmup0.5s", "0", 0)
-    with pytest.raises(OutOfSteps):
+    with pytest.raises(steady.OutOfSteps):
         warm(iter(series), max_s=60.0)
+
+
+def test_a_recorded_block_keeps_run_blocks_bounds() -> None:
+    # whole groups, the bounds checked after each: both minimums, or a maximum first
+    def block(min_steps: int, max_steps: int, min_s: float, max_s: float) -> list[int]:
+        return steady.Recorded([10e6] * 100).block(min_steps, max_steps, 2, min_s, max_s)
+
+    assert block(3, 50, 0.0, 10.0) == [20_000_000] * 2  # 3 steps: two groups of two
+    assert block(1, 50, 0.1, 10.0) == [20_000_000] * 5  # 0.1 s: five groups
+    assert len(block(1, 6, 1.0, 10.0)) == 3  # max_steps before min_s
+    assert len(block(50, 100, 0.0, 0.05)) == 3  # max_s before min_steps
+
+
+def test_a_recorded_stretch_is_capped_at_the_timers_capacity_in_whole_groups() -> None:
+    # perflab.measure.steps.warm_up: max(group, max_steps - max_steps % group)
+    assert len(steady.Recorded([10e6] * 100, max_steps=7).stretch(50, 2, 0.0, 10.0)) == 3
 
 
 # --- level shifts inside a timed block --------------------------------------------------

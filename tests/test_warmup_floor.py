@@ -1,6 +1,7 @@
-"""benchmarks/warmup_floor.py replays perflab's warm-up rule over recorded steps: on a
-flat series every floor lands on the settled level, on a slow ramp a short floor lands
-above it, and records of both schemas become one series of steps. No torch, no timing."""
+"""benchmarks/warmup_floor.py replays perflab's warm-up rule over recorded steps
+(steady.Recorded): on a flat series every floor lands on the settled level, on a slow
+ramp a short floor lands above it, later trials keep the length the first fixed, and
+records of both schemas become one series of steps. No timing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perflab.analysis import steady
 from perflab.analysis.simulation import preset
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "warmup_floor.py"
@@ -61,22 +63,10 @@ def test_a_short_floor_lands_on_a_slow_ramp() -> None:
 
 def test_a_recording_too_short_for_the_replay_is_said_so() -> None:
     half_a_second = series(ramp=0.0, tau_s=1.0, seconds=0.5)
-    with pytest.raises(warmup_floor.RecordingTooShort):  # no settled level after 2 s
+    with pytest.raises(steady.OutOfSteps):  # no settled level after 2 s
         excess(half_a_second, 0.1)
-    with pytest.raises(warmup_floor.RecordingTooShort):  # a 1 s warm-up runs out of steps
+    with pytest.raises(steady.OutOfSteps):  # a 1 s warm-up runs out of steps
         excess(half_a_second, 1.0, settled_after_s=0.3)
-
-
-def test_a_replayed_block_keeps_run_blocks_bounds() -> None:
-    # whole groups, the bounds checked after each: both minimums, or a maximum first
-    def block(min_steps: int, max_steps: int, min_s: float, max_s: float) -> list[int]:
-        replay = warmup_floor.Replay([10e6] * 100, max_steps=5000)
-        return replay.block(min_steps, max_steps, 2, min_s, max_s)
-
-    assert block(3, 50, 0.0, 10.0) == [20_000_000] * 2  # 3 steps: two groups of two
-    assert block(1, 50, 0.1, 10.0) == [20_000_000] * 5  # 0.1 s: five groups
-    assert len(block(1, 6, 1.0, 10.0)) == 3  # max_steps before min_s
-    assert len(block(50, 100, 0.0, 0.05)) == 3  # max_s before min_steps
 
 
 def test_later_trials_keep_the_length_the_first_trial_fixed() -> None:

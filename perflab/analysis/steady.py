@@ -23,7 +23,7 @@ step times (Killick, Fearnhead & Eckley, 2012); a trial with one is flagged "not
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -152,6 +152,56 @@ def warm_up(
             run(warm.samples_until_check() * group, group, 0.0, left_s)
     warm.seconds = (clock() - start) / 1e9
     return warm
+
+
+class OutOfSteps(Exception):
+    """A recorded series ended before the warm-up or block served from it did."""
+
+
+class Recorded:
+    """Recorded step times (ns), served as if they ran now: a clock that advances by the
+    steps handed out, warm-up stretches for warm_up, and timed blocks, taken as
+    perflab.measure.steps.run_block takes them. For replaying the rule on real series
+    (tests/test_steady.py, benchmarks/warmup_floor.py). ``max_steps``: the timer's
+    capacity that caps each warm-up stretch in a trial (trial.max_steps), none if None."""
+
+    def __init__(self, step_ns: Iterable[float], max_steps: int | None = None) -> None:
+        self.steps, self.max_steps, self.now_ns = iter(step_ns), max_steps, 0.0
+
+    def clock(self) -> int:
+        """ns since the first step began. A trial's clock also counts the gaps between
+        samples (readings), which records do not keep."""
+        return int(self.now_ns)
+
+    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
+        """A warm-up stretch (Stretch), capped as perflab.measure.steps.warm_up caps it:
+        at max_steps rounded down to whole groups."""
+        if self.max_steps is None:
+            return self.block(steps, None, group, min_s, max_s)
+        bound = max(group, self.max_steps - self.max_steps % group)
+        return self.block(min(steps, bound), bound, group, min_s, max_s)
+
+    def block(
+        self, min_steps: int, max_steps: int | None, group: int, min_s: float, max_s: float
+    ) -> list[int]:
+        """Whole groups, the bounds checked after each: until ``max_steps`` or ``max_s``,
+        or until both minimums are met; the samples' durations, ns."""
+        samples: list[int] = []
+        steps, spent = 0, 0.0
+        while True:
+            sample = 0.0
+            for _ in range(group):
+                try:
+                    sample += next(self.steps)
+                except StopIteration:
+                    raise OutOfSteps from None
+            self.now_ns += sample
+            samples.append(int(sample))
+            steps, spent = steps + group, spent + sample
+            if (max_steps is not None and steps >= max_steps) or spent >= max_s * 1e9:
+                return samples
+            if steps >= min_steps and spent >= min_s * 1e9:
+                return samples
 
 
 def steady_window(warm: Warmup, min_steps: int, min_s: float, max_steps: int) -> int:

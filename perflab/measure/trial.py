@@ -404,7 +404,9 @@ def _run(
     if _in_worker(request):
         # What the worker's earlier trials left alive (its built workload) lives until the
         # worker ends: frozen, it is not walked again by the next trial's collection or by
-        # one inside a timed step (the fork server froze its imports: perflab/frozen_heap.py)
+        # one inside a timed step (the fork server froze its imports: perflab/frozen_heap.py).
+        # This trial's own live objects are frozen too: reference counting still frees them
+        # when it ends, and any in a cycle stay until the worker ends (trials_per_worker).
         gc.freeze()
     memory.reset_peak(resolved.device)
     rss_at_start = memory.current_rss_bytes()
