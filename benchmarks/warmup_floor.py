@@ -271,6 +271,8 @@ def main() -> None:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="warmup_floor_"))
         sweeps.append(record(args.run, args.rounds, workdir))
     for sweep in sweeps or [FIXTURE]:
+        if not any(sweep.glob("*/trials/r*.json")):
+            sys.exit(f"warmup_floor: {sweep} holds no trial records (SWEEP/VARIANT/trials/r*.json)")
         analyse(sweep, args.settled_after)
 
 
