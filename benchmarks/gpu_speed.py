@@ -40,6 +40,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from console_scripts import command  # noqa: E402
 
+# a variant's spin from its label, read as the GPU acceptance script reads it
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_truth import step_us  # noqa: E402
+
 PERFLAB = command("perflab")
 
 BASE_US, VARIANT_US = 500, 525  # true speedup 500/525 = 0.952, plus the step's constant c
@@ -62,11 +66,6 @@ def sweep(workdir: Path, name: str, overrides: list[str]) -> tuple[float, dict[s
     if result.returncode != 0:
         sys.exit(f"{name}: perflab exited {result.returncode}; see {workdir / name}.log")
     return wall, json.loads((root / "summary.json").read_text()), root
-
-
-def step_us(label: str) -> int:
-    """model.step_us=525 (A/A copy) -> 525"""
-    return int(label.split("=")[1].split()[0])
 
 
 def met(ok: bool) -> str:
