@@ -5,22 +5,15 @@ figures are exact; only the build test runs a real step."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from benchmark_scripts import load
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "host_floor.py"
-spec = importlib.util.spec_from_file_location("host_floor", SCRIPT)
-assert spec and spec.loader
-host_floor = importlib.util.module_from_spec(spec)
-sys.modules["host_floor"] = host_floor  # dataclasses look their module up by name
-spec.loader.exec_module(host_floor)
+host_floor = load("host_floor")
 
 
 class FakeClock:

@@ -5,24 +5,17 @@ records of both schemas become one series of steps. No timing."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load
 
 from perflab.analysis import steady
 from perflab.analysis.simulation import preset
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "warmup_floor.py"
-spec = importlib.util.spec_from_file_location("warmup_floor", SCRIPT)
-assert spec and spec.loader
-warmup_floor = importlib.util.module_from_spec(spec)
-sys.modules["warmup_floor"] = warmup_floor  # dataclasses look their module up by name
-spec.loader.exec_module(warmup_floor)
+warmup_floor = load("warmup_floor")
 
 TRIAL = preset("default")[0]
 STEP_NS = 10e6
