@@ -127,10 +127,7 @@ def replay(
     warm = steady.warm_up(
         run.stretch,
         run.clock,
-        min_steps=trial.warmup_steps,
-        min_s=trial.warmup_s,
-        max_s=trial.warmup_max_s,
-        tolerance=trial.steady_tolerance,
+        trial,
         choose_group=lambda per_step: steps_per_sample(device, per_step, trial.min_event_window_us),
         fixed_group=length.steps_per_sample if length else None,
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from perflab.analysis import steady
+from perflab.config.schema import TrialConfig
 
 H100 = Path(__file__).resolve().parent / "fixtures" / "h100"
 
@@ -24,12 +25,14 @@ def warm(
     """The warm-up rule over a series; ``group``: (choose_group, fixed_group)."""
     replay = steady.Recorded(series)
     settings = {"min_steps": 5, "min_s": 0.5, "max_s": 5.0, "tolerance": 0.02, **rule}
+    trial = TrialConfig(
+        warmup_steps=int(settings["min_steps"]),
+        warmup_s=settings["min_s"],
+        warmup_max_s=settings["max_s"],
+        steady_tolerance=settings["tolerance"],
+    )
     return steady.warm_up(
-        replay.stretch,
-        replay.clock,
-        choose_group=group[0],
-        fixed_group=group[1],
-        **settings,  # type: ignore[arg-type]
+        replay.stretch, replay.clock, trial, choose_group=group[0], fixed_group=group[1]
     )
 
 

@@ -198,10 +198,7 @@ def run_trial(
     warm = steady.warm_up(
         sim.stretch,
         sim.clock,
-        min_steps=trial.warmup_steps,
-        min_s=trial.warmup_s,
-        max_s=trial.warmup_max_s,
-        tolerance=trial.steady_tolerance,
+        trial,
         choose_group=lambda _: 1,
     )
     kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, timed_steps))

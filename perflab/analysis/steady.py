@@ -72,7 +72,7 @@ class Warmup:
     sample_ns: list[int] = field(default_factory=list)
     sample_steps: list[int] = field(default_factory=list)
     seconds: float = 0.0
-    # "steady" (the rule above), "cap" (max_s first), "minimum" (tolerance 0: the rule
+    # "steady" (the rule above), "cap" (trial.warmup_max_s first), "minimum" (tolerance 0: the rule
     # is off), "none" (no warm-up asked for)
     stop: str = "none"
     # steps per sample of the timed block: the fixed one, or chosen from the minimum
@@ -115,28 +115,27 @@ class Warmup:
 def warm_up(
     stretch: Stretch,
     clock: Callable[[], int],
+    trial: TrialConfig,
     *,
-    min_steps: int,
-    min_s: float,
-    max_s: float,
-    tolerance: float,
     choose_group: Callable[[list[float]], int],
     fixed_group: int | None = None,
 ) -> Warmup:
-    """The minimum warm-up (``min_steps`` and ``min_s``), then more until the rule says
-    steady or ``max_s`` has passed. ``fixed_group``: the steps per sample fixed by an
-    earlier trial; otherwise ``choose_group`` picks them from the minimum's step times."""
+    """The minimum warm-up (trial.warmup_steps and warmup_s), then more until the rule
+    says steady (within trial.steady_tolerance) or trial.warmup_max_s has passed.
+    ``fixed_group``: the steps per sample fixed by an earlier trial; otherwise
+    ``choose_group`` picks them from the minimum's step times."""
+    min_steps, min_s, tolerance = trial.warmup_steps, trial.warmup_s, trial.steady_tolerance
     warm = Warmup(steps_per_sample=fixed_group or 1)
     if min_steps == 0 and min_s == 0 and tolerance == 0:
         return warm
-    start, cap_ns = clock(), int(max_s * 1e9)
+    start, cap_ns = clock(), int(trial.warmup_max_s * 1e9)
 
     def run(steps: int, group: int, at_least_s: float, at_most_s: float) -> None:
         samples = stretch(steps, group, at_least_s, at_most_s)
         warm.sample_ns.extend(samples)
         warm.sample_steps.extend([group] * len(samples))
 
-    run(max(min_steps, 1), fixed_group or 1, min_s, max_s)
+    run(max(min_steps, 1), fixed_group or 1, min_s, trial.warmup_max_s)
     if fixed_group is None:
         warm.steps_per_sample = choose_group(warm.per_step_ns())
     warm.stop = "minimum" if tolerance == 0 else ""

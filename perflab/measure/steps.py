@@ -304,10 +304,7 @@ def warm_up(
         rule = steady.warm_up(
             stretch,
             time.perf_counter_ns,
-            min_steps=tcfg.warmup_steps,
-            min_s=tcfg.warmup_s,
-            max_s=tcfg.warmup_max_s,
-            tolerance=tcfg.steady_tolerance,
+            tcfg,
             choose_group=lambda per_step: steps_per_sample(
                 device, per_step, tcfg.min_event_window_us
             ),
