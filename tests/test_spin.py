@@ -146,6 +146,11 @@ def test_cpu_forward_busy_waits_about_step_us():
 def _event_time_us(model: torch.nn.Module, x: torch.Tensor) -> float:
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # A million-cycle spin (~0.5 ms) queued ahead keeps the device busy while the host
+    # launches the forward, so the start event fires as the forward's kernel can begin. On
+    # an idle device the events also time the host's launch: on an H100 (2026-11-26) a lone
+    # 2000 us forward read 2018-2063 us that way and 2002 us back to back.
+    torch.cuda._sleep(1_000_000)
     start.record()
     model(x)
     end.record()
