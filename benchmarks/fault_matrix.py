@@ -20,7 +20,19 @@ then does its fault) with a baseline, one more variant and the A/A sentinel, 4 r
 - pipe_closed: `perflab -m ... | head -2`;
 - deleted_dir: the sweep directory removed while the second trial runs;
 - bad_dirs: `/`, `/proc`, a file, a foreign non-empty directory and a 100 kB name, as
-  hydra.sweep.dir of a sweep and hydra.run.dir of a single run.
+  hydra.sweep.dir of a sweep and hydra.run.dir of a single run;
+- outside_file: a copy of a finished sweep whose profile.json names a file outside it
+  and whose trace is a link to it, then `perflab-report SWEEP --out DIR`: the file's
+  bytes must not reach DIR;
+- lost_variant: one variant's directory deleted, then the same command on a machine
+  2 ms per step slower: the re-measured rounds must not be paired with the old session;
+- memory_cap, log_cap, child_process (tests/unbounded.py): a variant leaking 256 MiB a
+  step under trial.max_memory_mb=1200; a model printing 200 kB a step under the default
+  log cap; a model that starts `sleep 60` and changes directory under a relative sweep
+  directory;
+- deep_json: a record of 100,000 nested arrays, then perflab-report, the analysis and
+  the same command; helper_edited: a helper module the model imports edited (no git)
+  between a finished session and a resume.
 
 Per scenario it reports the exit code(s), the finished trials kept (trials that had a
 record when the fault or the signal came, still there and unchanged afterwards; must be
@@ -297,6 +309,228 @@ def code_edit(root: Path) -> dict[str, Any]:
     }
 
 
+def hostile_profile(path: Path, trace: str) -> None:
+    """A profile.json as a profiling trial writes it (no operators), naming ``trace``."""
+    from perflab.profile.capture import write_profile
+
+    overhead = {"unprofiled_step_s": 0.01, "profiled_step_s": 0.011, "ratio": 1.1}
+    write_profile(
+        path,
+        variant={},
+        device="cpu",
+        rows=[],
+        trace={"trace": trace},
+        overhead=overhead,
+        profiled_steps=3,
+        busy={},
+    )
+
+
+def outside_file(root: Path, reference_dir: Path) -> dict[str, Any]:
+    """A copy of the finished reference sweep whose profile.json names a file outside it,
+    and whose other variant's trace is a link to that file, published with
+    `perflab-report SWEEP --out DIR`: the file's bytes must not land in DIR."""
+    sweep, out, secret = root / "outside", root / "outside-published", root / "secret.txt"
+    secret.write_bytes(b"SECRET-BYTES-OUTSIDE-THE-SWEEP")
+    shutil.copytree(reference_dir, sweep, symlinks=True)
+    before = finished(sweep)
+    for job, trace in (("0", "../../../secret.txt"), ("1", "trace/t.pt.trace.json.gz")):
+        (sweep / job / "profile" / "trace").mkdir(parents=True, exist_ok=True)
+        hostile_profile(sweep / job / "profile" / "profile.json", trace)
+    (sweep / "1" / "profile" / "trace" / "t.pt.trace.json.gz").symlink_to(secret)
+    result = subprocess.run(
+        [*PERFLAB_REPORT, str(sweep), "--out", str(out)], capture_output=True, text=True
+    )
+    copies = [p for p in out.rglob("*") if p.is_file() and not p.is_symlink()]
+    leaked = any(b"SECRET-BYTES" in p.read_bytes() for p in copies)
+    return {
+        "fault": "outside_file",
+        "exit": str(result.returncode),
+        "kept": f"{sum(finished(sweep).get(p) == t for p, t in before.items())}/{len(before)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": "-",
+        "note": f"secret copied: {leaked}; refusals named: "
+        f"{result.stderr.count('neither linked nor copied')}",
+    }
+
+
+def lost_variant(root: Path) -> dict[str, Any]:
+    """A finished sweep loses one variant's directory; the same command runs again on a
+    machine 2 ms per step slower (tests/faulty.py's FAULTY_EXTRA_US): the re-measured
+    variant must not be paired with the old session's baseline."""
+    sweep = root / "lost_variant"
+    args = [*HEALTHY, f"hydra.sweep.dir={sweep}"]
+    first = perflab(root, args)
+    shutil.rmtree(sweep / "1")
+    before = finished(sweep)
+    slower = {**os.environ, "FAULTY_EXTRA_US": "2000"}
+    again = subprocess.run(
+        [*PERFLAB, "-m", *args], cwd=root, capture_output=True, text=True, timeout=600, env=slower
+    )
+    summary = json.loads((sweep / "summary.json").read_text())
+    [comparison] = summary["comparisons"]
+    return {
+        "fault": "lost_variant",
+        "exit": f"{first.returncode} then {again.returncode}",
+        "kept": f"{sum(finished(sweep).get(p) == t for p, t in before.items())}/{len(before)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": summary["stop_reason"],
+        "note": f"verdict {comparison['verdict']}, rounds not paired "
+        f"{len(comparison.get('across_sessions', []))}/{ROUNDS}",
+    }
+
+
+# tests/unbounded.py's model: leaks, prints, changes directory or starts a child on request
+UNBOUNDED = tuple(a.replace("tests.faulty.build", "tests.unbounded.build") for a in COMMON)
+
+
+def memory_cap(root: Path) -> dict[str, Any]:
+    """A variant leaking 256 MiB a step against trial.max_memory_mb=1200: its trial is
+    killed at the cap and recorded as failed; the others finish every round."""
+    sweep = root / "memory_cap"
+    args = [
+        *UNBOUNDED,
+        SPARE,
+        "trial.min_s=0",
+        "trial.max_memory_mb=1200",
+        "+model.args.leak_mb=0,256",
+        "+schedule.treatments={model.args.leak_mb:0}",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    result = perflab(root, args)
+    got = layout(sweep)
+    expected = {
+        "model.args.leak_mb=0": [(r, "ok") for r in range(ROUNDS)],
+        "model.args.leak_mb=256": [(0, "failed")],
+        "model.args.leak_mb=0 (A/A copy)": [(r, "ok") for r in range(ROUNDS)],
+    }
+    record = json.loads((sweep / "1" / "trials" / "r000.json").read_text())
+    return {
+        "fault": "memory_cap",
+        "exit": str(result.returncode),
+        "kept": f"{sum(len(v) for v in got.values())}/{ROUNDS * 2 + 1}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": got == expected,
+        "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+        "note": f"{record['error']['type']}: {record['error']['message'][:70]}",
+    }
+
+
+def log_cap(root: Path) -> dict[str, Any]:
+    """A model printing 200 kB a step (~65 MB/s) under the default 10 MiB log cap: every
+    trial's log is cut to its cap, with a line saying how much was dropped."""
+    sweep = root / "log_cap"
+    args = [
+        *UNBOUNDED,
+        SPARE,
+        "trial.min_s=0.3",
+        "+model.args.print_kb=200",
+        "+model.args.step_us=3000,3100",
+        "+schedule.treatments={model.args.step_us:3000}",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    result = perflab(root, args)
+    logs = list(sweep.glob("*/trials/r*.log"))
+    biggest = max((p.stat().st_size for p in logs), default=0)
+    marked = sum("more bytes of this trial's output dropped" in p.read_text() for p in logs)
+    got = layout(sweep)
+    return {
+        "fault": "log_cap",
+        "exit": str(result.returncode),
+        "kept": f"{sum(len(v) for v in got.values())}/{ROUNDS * 3}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": all(len(v) == ROUNDS for v in got.values()),
+        "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+        "note": f"{len(logs)} logs, largest {biggest / 2**20:.1f} MiB, {marked} marked as cut",
+    }
+
+
+def child_process(root: Path) -> dict[str, Any]:
+    """A model that starts `sleep 60` and changes directory, under a relative
+    hydra.sweep.dir: every trial ok, perflab's files where they belong, no child left."""
+    work, pids, elsewhere = root / "child_process", root / "children.log", root / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    args = [
+        *UNBOUNDED,
+        SPARE,
+        "trial.min_s=0",
+        "+model.args.step_us=200,300",
+        "+schedule.treatments={model.args.step_us:200}",
+        f"+model.args.child_log={pids}",
+        f"+model.args.chdir={elsewhere}",
+        "hydra.sweep.dir=sweep",
+    ]
+    result = perflab(work, args)
+    time.sleep(5)
+    started = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    got = layout(work / "sweep")
+    return {
+        "fault": "child_process",
+        "exit": str(result.returncode),
+        "kept": f"{sum(len(v) for v in got.values())}/{ROUNDS * 3}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": all(s == "ok" for v in got.values() for _, s in v),
+        "stop": json.loads((work / "sweep" / "summary.json").read_text())["stop_reason"],
+        "note": f"children started {len(started)}, alive after 5 s "
+        f"{sum(alive(pid) for pid in started)}; files in the chdir target "
+        f"{len(os.listdir(elsewhere))}",
+    }
+
+
+def deep_json(root: Path, reference_dir: Path) -> dict[str, Any]:
+    """A copy of a finished sweep whose record is 100,000 nested arrays: perflab-report,
+    the analysis and a resume skip it with a warning; the resume measures it again."""
+    sweep = root / "deep_json"
+    shutil.copytree(reference_dir, sweep, symlinks=True)
+    record = sweep / "1" / "trials" / "r001.json"
+    record.write_text("[" * 100_000 + "]" * 100_000)
+    before = {p: t for p, t in finished(sweep).items() if p != record}
+    report = subprocess.run([*PERFLAB_REPORT, str(sweep)], capture_output=True, text=True)
+    analysis = subprocess.run(
+        [sys.executable, "-m", "perflab.analysis", str(sweep)], capture_output=True, text=True
+    )
+    resumed = perflab(root, [*HEALTHY, f"hydra.sweep.dir={sweep}"])
+    return {
+        "fault": "deep_json",
+        "exit": f"{report.returncode}, {analysis.returncode}, {resumed.returncode}",
+        "kept": f"{sum(finished(sweep).get(p) == t for p, t in before.items())}/{len(before)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": layout(sweep) == layout(reference_dir),
+        "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
+        "note": f"warned: {'nested deeper' in report.stderr}; "
+        f"re-measured: {json.loads(record.read_text())['status']}",
+    }
+
+
+def helper_edited(root: Path) -> dict[str, Any]:
+    """The model's module imports a helper beside it (no git); the helper is edited
+    between a finished session and a resume: refused, naming the helper."""
+    source = (Path(__file__).resolve().parents[1] / "tests" / "faulty.py").read_text()
+    work = root / "helper_edited"
+    work.mkdir()
+    (work / "helper_mod.py").write_text("SCALE = 1\n")
+    (work / "my_model.py").write_text("import helper_mod  # noqa: F401\n" + source)
+    args = [a.replace("tests.faulty.build", "my_model.build") for a in HEALTHY]
+    args += [f"hydra.sweep.dir={work / 'sweep'}"]
+    first = perflab(work, args)
+    before = finished(work / "sweep")
+    (work / "helper_mod.py").write_text("SCALE = 2\n")
+    edited = perflab(work, args)
+    return {
+        "fault": "helper_edited",
+        "exit": f"{first.returncode} then {edited.returncode}",
+        "kept": f"{sum(finished(work / 'sweep').get(p) == t for p, t in before.items())}"
+        f"/{len(before)}",
+        "no_record_for_interrupted": "n/a",
+        "same_layout": "n/a",
+        "stop": json.loads((work / "sweep" / "summary.json").read_text())["stop_reason"],
+        "note": edited.stderr.strip().splitlines()[-1].split(": ", 3)[-1][:90],
+    }
+
+
 def disk_full(root: Path) -> dict[str, Any]:
     """A 60 MB tmpfs filled while the second trial runs; then space freed and resumed."""
     disk = root / "disk"
@@ -449,6 +683,13 @@ def main() -> None:
         rows.append(pipe_closed(root, reference))
         rows.append(deleted(root))
         rows.append(bad_dirs(root))
+        rows.append(outside_file(root, reference_dir))
+        rows.append(lost_variant(root))
+        rows.append(memory_cap(root))
+        rows.append(log_cap(root))
+        rows.append(child_process(root))
+        rows.append(deep_json(root, reference_dir))
+        rows.append(helper_edited(root))
         spent = time.monotonic() - start
     keys = ["fault", "exit", "kept", "no_record_for_interrupted", "same_layout", "stop", "note"]
     widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in keys[:-1]}

@@ -35,11 +35,20 @@ register_configs()
 def run_single(
     cfg: PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: dict[str, str]
 ) -> Path:
-    """Run one trial in a fresh process; return its record path or raise."""
+    """Check the settings as a sweep checks each variant's, then run one trial in a fresh
+    process; return its record path or raise.
+
+    The check (a process of its own: resolve on this machine, import and bind the model
+    and dataset factories) raises PerflabError for bad input, nothing measured and no
+    record written: a missing data.dataset module, or one that ends the process while it
+    is imported, is exit 2 naming the field, as in a sweep, not a failed trial (exit 1)."""
+    from perflab.experiment.schedule import VariantRun, check_all
     from perflab.trial_request import TrialRequest, run_in_process
 
     record_path = single_run_record(job_dir)
     request = TrialRequest(cfg, config_dict, str(record_path), read_invocation(), choices=choices)
+    # its warnings are the trial's own too: the trial records and prints them
+    check_all({"run": VariantRun(request, job_dir, config="run")})
     return run_in_process(request)
 
 

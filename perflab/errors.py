@@ -33,6 +33,13 @@ class RecordError(PerflabError):
     """A record file cannot be read: wrong schema version, truncated, or not a perflab record."""
 
 
+class OutsideSweep(RecordError):
+    """A file a sweep directory names (a trace in profile.json, a job directory in
+    experiment.json, a group in groups.json), or a symbolic link in it, leads out of the
+    sweep directory, or nowhere (a loop of links): it is not read, and the reader skips
+    it as it skips a bad record."""
+
+
 class OutputLost(Exception):
     """Results can no longer be written where the run writes them. Not a user's bad
     input (nothing to fix in the command) and not a failed trial (the trial was fine): the

@@ -21,6 +21,10 @@ Schema history:
   5 (2026-11-24) ``samples.warmup_kept``: how many of the warm-up's last samples open the
      timed block (trial.keep_steady_window); ``timed_s`` counts their time and
      ``warmup_s`` no longer does. Earlier records kept none (0).
+  6 (2026-11-26) ``session``: which session of a resumed sweep ran the trial (0 the
+     first, then one more per entry of experiment.json's ``resumed``), so that a round is
+     paired only within one session (perflab.analysis.sessions). Earlier records have
+     None: their session is told from their start time (sessions.of_record).
 """
 
 from __future__ import annotations
@@ -36,10 +40,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab.atomic import temporary_beside
 from perflab.errors import ConfigError, RecordError
+from perflab.json_file import read_json
+from perflab.sweepdir import broken_link
 
-SCHEMA_VERSION = 5
-SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
+SCHEMA_VERSION = 6
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5, 6)
 # the first version whose records carry a checksum
 CHECKSUM_SINCE = 3
 STATUSES = ("ok", "failed", "invalid", "timeout")
@@ -127,6 +134,9 @@ class TrialRecord:
     finished_at: str
     # identifies the trial within its job: round number (0 for a single run)
     round: int = 0
+    # the session of the sweep that ran it: 0, then one more per resumed session that
+    # ran trials (experiment.json's "resumed"); None in records before schema 6
+    session: int | None = None
     # the config group options chosen, e.g. {"model": "convnet", "preset": "default"}
     choices: dict[str, str] = field(default_factory=dict)
     # why an "invalid" trial's numbers must not be used
@@ -218,7 +228,7 @@ def write_json_atomic(path: Path, data: Any, parents: bool = True) -> None:
     was deleted mid-run, and recreating it would leave a fraction of the experiment there
     (FileNotFoundError instead; perflab.experiment.schedule.run_one stops the sweep)."""
     path.parent.mkdir(parents=parents, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temporary_beside(path)  # the mode open() would give, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, separators=(",", ":"), allow_nan=True)
@@ -252,6 +262,9 @@ def check_writable(directory: Path, field_name: str) -> None:
     lies under a file, cannot be written (tried with a real file: permission bits do not
     stop root, a read-only mount does), or its disk has less than MIN_FREE_BYTES free."""
     allowed = f"a writable directory with at least {MIN_FREE_BYTES // 2**20} MB free"
+    broken = broken_link(Path(directory).absolute())  # a link to nowhere "exists" too
+    if broken:
+        raise ConfigError(field_name, str(directory), allowed, broken)
     existing = Path(directory).absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -293,8 +306,8 @@ def load_record(path: Path) -> TrialRecord:
 def _read_json(path: Path) -> dict[str, Any]:
     """The file's JSON object, of a schema_version this perflab reads."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)  # not JSON, or nested deeper than any record: ValueError
+    except (OSError, ValueError) as exc:
         raise RecordError(f"{path}: not a readable perflab record ({exc})") from exc
     if not isinstance(data, dict) or "schema_version" not in data:
         raise RecordError(f"{path}: not a perflab trial record (no schema_version)")
@@ -376,6 +389,8 @@ def _top_level_problem(record: TrialRecord) -> str | None:
         return _bad("status", record.status, f"not one of {', '.join(STATUSES)}")
     if type(record.round) is not int or record.round < 0:
         return _bad("round", record.round, "not a round number (an integer >= 0)")
+    if record.session is not None and not _is_whole(record.session):
+        return _bad("session", record.session, "not a session number (an integer >= 0)")
     for name in _MAPPINGS + _LISTS:
         kind = dict if name in _MAPPINGS else list
         if not isinstance(getattr(record, name), kind):

@@ -16,11 +16,12 @@ Schema history:
      perflab.summary_upgrade fills in what an older file lacks.
   2 (2026-11-23) ``schema_version`` (written first); otherwise the keys and values of
      version 1's last form, unchanged.
+  3 (2026-11-26) a comparison's ``across_sessions``: the rounds of a resumed sweep whose
+     two trials ran in different sessions, not paired. Version 2 files have none.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,12 +29,13 @@ from typing import Any, TypeVar
 
 from perflab.dataclass_json import SchemaError, decode, encode, inline, written_when
 from perflab.errors import RecordError
+from perflab.json_file import read_json
 from perflab.records import write_json_atomic
 from perflab.summary_upgrade import Upgrade, merged_from_version_1, summary_from_version_1
 from perflab.summary_variants import VariantSummary
 
-SUMMARY_SCHEMA_VERSION = 2
-SUPPORTED_SUMMARY_VERSIONS = (1, 2)
+SUMMARY_SCHEMA_VERSION = 3
+SUPPORTED_SUMMARY_VERSIONS = (1, 2, 3)
 # the verdict of a comparison without an estimate (too few paired rounds)
 NO_DATA = "NO DATA"
 
@@ -192,6 +194,9 @@ class Comparison:
     adjustment: str | None = written_when()
     # why the verdict was downgraded (not significant after the adjustment)
     note: str | None = written_when()
+    # rounds (from 0) whose two trials ran in different sessions of a resumed sweep, and
+    # so were not paired (perflab.analysis.sessions); only when there are some
+    across_sessions: list[int] | None = written_when()
     # the scale-out group it ran in: only in a grouped sweep's merged summary.json
     group: str | None = written_when()
 
@@ -380,8 +385,8 @@ def load_merged_summary(path: Path) -> MergedSummary:
 
 def _load(path: Path, build: Callable[[Any], T]) -> T:
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)  # not JSON, or nested deeper than any summary: ValueError
+    except (OSError, ValueError) as exc:
         raise SummaryError(f"{path}: not a readable summary.json ({exc})") from exc
     try:
         return build(data)

@@ -44,7 +44,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perflab.errors import ConfigError
+from perflab.errors import ConfigError, OutsideSweep
+from perflab.json_file import read_json
 
 # --- names ------------------------------------------------------------------------------
 
@@ -109,6 +110,39 @@ def profile_record(job_dir: Path) -> Path:
     return job_dir / PROFILE_DIR / PROFILE_FILE
 
 
+def inside(root: Path | str, path: Path | str) -> Path:
+    """``path`` with every symbolic link followed, when it still lies in ``root`` (the
+    sweep directory, itself resolved the same way); else OutsideSweep naming the file.
+
+    Every reader of a path that a sweep's files name (a trace in profile.json, a job
+    directory in experiment.json, a group in groups.json) or that a link in the sweep may
+    redirect goes through here, so that a report, a published folder or an export never
+    holds the bytes of a file outside the sweep (``"trace": "../../secret"``, a trace
+    replaced by a link to /etc/shadow). It returns the resolved path: a caller that opens
+    it, rather than ``path``, cannot be redirected by a link swapped after the check."""
+    try:
+        real_root = Path(root).resolve()
+        real = Path(path).resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError for a loop
+        raise OutsideSweep(f"{shown(str(path))}: cannot be resolved ({exc}); not read") from exc
+    if real != real_root and real_root not in real.parents:
+        raise OutsideSweep(
+            f"{shown(str(path))}: leads out of the sweep directory {shown(str(root))} "
+            f"(to {shown(str(real))}); not read"
+        )
+    return real
+
+
+def relative_name(value: object) -> bool:
+    """Whether ``value``, a path read from one of perflab's files (a job directory, a
+    group), names a place under the directory it is relative to: a non-empty relative
+    path without ``..``."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        return False
+    path = Path(value)
+    return not path.is_absolute() and ".." not in path.parts
+
+
 def log_beside(record_path: str | Path) -> Path:
     """Where a trial process's own output goes: beside its record, the same name with
     ``.log`` (trials/r000.log, profile/profile.log)."""
@@ -144,10 +178,31 @@ def check_output_dir(directory: Path | str, field: str, markers: tuple[str, ...]
         raise refuse("it is the root directory")
     if absolute.parts[1:2] in (("proc",), ("sys",), ("dev",)):
         raise refuse(f"/{absolute.parts[1]} is a virtual file system of the kernel")
+    broken = broken_link(absolute)
+    if broken:
+        raise refuse(broken)
     if absolute.exists() and not absolute.is_dir():
         raise refuse("it is a file")
     if absolute.is_dir() and not _is_ours(absolute, markers, refuse):
         raise refuse("it is a non-empty directory that perflab did not write")
+
+
+def broken_link(path: Path) -> str | None:
+    """Why ``path``, or a directory above it, is a symbolic link that cannot become a
+    directory: one to a target that does not exist, or a loop of links; None when none
+    is. Such a link exists but leads nowhere, so creating the directory (Hydra's, the
+    lock's ``mkdir(exist_ok=True)``) fails with FileExistsError, a traceback."""
+    for part in (path, *path.parents):
+        if not os.path.islink(part) or os.path.exists(part):
+            continue
+        try:
+            os.stat(part)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return f"{shown(str(part))} is a symbolic link loop"
+        target = os.readlink(part)
+        return f"{shown(str(part))} is a symbolic link to {shown(target)}, which does not exist"
+    return None
 
 
 # a path longer than this is shown cut, with its length (a message stays one line to read)
@@ -182,7 +237,12 @@ class SweepLock:
 
     def acquire(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # never through a symbolic link: the holder's note truncates and rewrites
+            # the file, which would be the link's target (anyone's file)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise self._unusable(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -220,6 +280,24 @@ class SweepLock:
             f"in use by {who}",
         )
 
+    def _unusable(self, exc: OSError) -> ConfigError:
+        """The lock file cannot be opened: something else took its name (a directory, a
+        symbolic link) or it cannot be written. Without the lock a second perflab could
+        run in the same directory, so the sweep does not start."""
+        if exc.errno == errno.EISDIR:
+            problem = f"its {LOCK_FILE} is a directory, not perflab's lock file"
+        elif exc.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a link
+            problem = f"its {LOCK_FILE} is a symbolic link, not perflab's lock file"
+        else:
+            problem = f"its {LOCK_FILE} cannot be opened ({exc.strerror})"
+        return ConfigError(
+            self.field,
+            str(self.path.parent),
+            f"a directory whose {LOCK_FILE}, if there is one, is a file perflab can open "
+            f"and write (remove what is there), or another {self.field}",
+            problem,
+        )
+
     def __enter__(self) -> SweepLock:
         return self.acquire()
 
@@ -240,7 +318,7 @@ def _write_holder(fd: int) -> None:
 
 def _read_holder(path: Path) -> dict[str, object]:
     try:
-        data = json.loads(path.read_text() or "{}")
+        data = read_json(path)  # an empty file (nobody holds the lock) is not JSON
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -8,6 +8,7 @@ named by path ("module:function") and resolved in the child.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from perflab.config.schema import PerflabConfig
 from perflab.records import ErrorInfo, TrialRecord, write_record
+from perflab.sweepdir import log_beside
 
 if TYPE_CHECKING:  # imported where a trial runs: this module stays light
-    from perflab.isolation import Worker
+    from perflab.isolation import Limits, Worker
 
 # the functions a trial process runs, resolved there (perflab.isolation)
 RUN_TRIAL = "perflab.measure.trial:run_trial"
@@ -48,6 +50,8 @@ class TrialRequest:
     # command line, working directory and git state of the CLI process
     invocation: dict[str, Any] = field(default_factory=dict)
     round: int = 0
+    # which session of a resumed sweep sends it (TrialRecord.session)
+    session: int = 0
     # config group options chosen (Hydra's runtime.choices), for labels
     choices: dict[str, str] = field(default_factory=dict)
     # None: the timed block runs to trial.min_*/max_*; else the length fixed by an
@@ -67,9 +71,15 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+# error.type of the record the parent writes, by how the trial process ended (else the
+# record's status: "failed", "timeout")
+ERROR_TYPES = {"memory_cap": "MemoryCapExceeded"}
+
+
 def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecord:
-    """The record the parent writes for a trial process that died ("crashed") or hung
-    ("timeout") before it could write its own: a failure is never a lost result."""
+    """The record the parent writes for a trial process that died ("crashed"), hung
+    ("timeout") or went over its memory cap ("memory_cap") before it could write its
+    own: a failure is never a lost result."""
     stamp = now()
     status = "timeout" if kind == "timeout" else "failed"
     return TrialRecord(
@@ -79,10 +89,49 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
         started_at=stamp,
         finished_at=stamp,
         round=request.round,
+        session=request.session,
         choices=dict(request.choices),
-        error=ErrorInfo(status, message, ""),
+        error=ErrorInfo(ERROR_TYPES.get(kind, status), message, ""),
         environment=dict(request.invocation),
         worker=dict(request.worker),
+    )
+
+
+# trial.max_memory_mb=null caps a trial at this share of the machine's memory
+# (perflab.isolation.machine_memory_bytes): the rest is left to the sweep process, the
+# fork server and everything else on the machine, so that a runaway trial is stopped by
+# perflab, with a record naming the cap, before the kernel's OOM killer (which may pick
+# any process) or swapping does it
+DEFAULT_MEMORY_SHARE = 0.8
+
+
+def trial_limits(request: TrialRequest) -> Limits:
+    """What the trial process of ``request`` may use (trial.max_memory_mb,
+    trial.max_log_mb): the bounds perflab.isolation enforces while it runs."""
+    from perflab.isolation import Limits
+
+    trial = request.config.trial
+    memory, setting = _memory_cap(trial.max_memory_mb)
+    return Limits(
+        max_memory_bytes=memory,
+        memory_setting=setting,
+        log=log_beside(request.record_path),
+        max_log_bytes=round(trial.max_log_mb * 2**20),
+    )
+
+
+def _memory_cap(max_memory_mb: float | None) -> tuple[int, str]:
+    """The cap in bytes (0: none) and the setting it comes from, for its message."""
+    from perflab.isolation import machine_memory_bytes
+
+    if max_memory_mb is not None:
+        return round(max_memory_mb * 2**20), f"trial.max_memory_mb={max_memory_mb:g}"
+    machine = machine_memory_bytes()
+    if machine is None:  # no way to know the machine's memory: no default cap
+        return 0, ""
+    share = DEFAULT_MEMORY_SHARE
+    return round(machine * share), (
+        f"trial.max_memory_mb=null: {share:.0%} of the machine's {machine / 2**20:,.0f} MiB"
     )
 
 
@@ -94,12 +143,16 @@ def run_in_process(request: TrialRequest, worker: Worker | None = None) -> Path:
     from perflab.errors import DiskFull, PerflabError, no_space
     from perflab.isolation import run_isolated
 
-    path = Path(request.record_path)
-    timeout_s = request.config.trial.timeout_s
+    # Resolved here, before the user's code runs: a model that calls os.chdir would
+    # otherwise send its record (and a warm worker's later trials' logs and records)
+    # under its new directory, or nowhere
+    path = Path(request.record_path).absolute()
+    request = dataclasses.replace(request, record_path=str(path))
+    timeout_s, limits = request.config.trial.timeout_s, trial_limits(request)
     if worker is None:
-        result = run_isolated(RUN_TRIAL, request, timeout_s)
+        result = run_isolated(RUN_TRIAL, request, timeout_s, limits=limits)
     else:
-        result = worker.call(RUN_TRIAL, request, timeout_s)
+        result = worker.call(RUN_TRIAL, request, timeout_s, limits=limits)
     if result.kind == "config_error":
         raise PerflabError(result.message)
     if result.kind != "ok":

@@ -215,13 +215,13 @@ def test_a_newer_summary_json_is_refused_with_its_version(tmp_path):
     from perflab.summary_file import SummaryError, load_summary
 
     make_sweep(tmp_path)
-    newer = {**analyze_dir(tmp_path), "schema_version": 3}
+    newer = {**analyze_dir(tmp_path), "schema_version": 4}
     (tmp_path / "summary.json").write_text(json.dumps(newer))
     with pytest.raises(SummaryError) as refused:
         load_summary(tmp_path / "summary.json")
     assert str(refused.value) == (
-        f"{tmp_path / 'summary.json'}: schema_version=3 is not supported by this perflab "
-        "(reads 1, 2); upgrade perflab to read it"
+        f"{tmp_path / 'summary.json'}: schema_version=4 is not supported by this perflab "
+        "(reads 1, 2, 3); upgrade perflab to read it"
     )
 
 

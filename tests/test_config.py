@@ -117,7 +117,7 @@ def test_builtin_factory_kwargs_exclude_perflab_keys(make_config):
         (["model=custom", "model._target_=a..b"], "model._target_=a..b: not a factory path"),
         (["seed=18446744073709551616"], "seed=18446744073709551616: too large; allowed: <="),
         (["model=spin", "model.input.shape=[[1]]"], "model.input.shape=[[1]]: bad shape"),
-        (["trial.steady_tolerance=1.5"], "trial.steady_tolerance=1.5: out of range"),
+        (["trial.steady_tolerance=1.5"], "trial.steady_tolerance=1.5: too large; allowed: < 1"),
         (["trial.warmup_max_s=0.1"], "trial.warmup_max_s=0.1: too small; allowed: >= 0.5"),
         (["schedule.settle_s=-1"], "schedule.settle_s=-1.0: too small"),
         (["schedule.min_rounds=2"], "schedule.min_rounds=2: too small; allowed: >= 3"),

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 from sweeps import make_sweep
 
 from perflab import cli, exits
+from perflab.config import bounds, vocabulary
 from perflab.config import schema as config
-from perflab.config import vocabulary
 from perflab.errors import ConfigError, PerflabError, format_value, printable
 from perflab.experiment import runner
 from perflab.measure import resolve
@@ -360,7 +360,7 @@ def out_of_range() -> st.SearchStrategy[list[str]]:
     positive = ["lr", "trial.max_s", "trial.timeout_s", "schedule.target_half_width"]
     positive += ["schedule.time_budget_s", "profiling.max_trace_mb"]
     non_negative = ["trial.warmup_s", "trial.min_s", "trial.min_event_window_us"]
-    non_negative += ["trial.telemetry_interval_ms"]
+    non_negative += ["trial.telemetry_interval_ms", "trial.max_memory_mb", "trial.max_log_mb"]
     model_sizes = [
         st.just(f"model={name}").flatmap(lambda base, f=f: ints(f.path, 1, base))
         for name in MODELS
@@ -456,6 +456,13 @@ CURATED: list[list[str]] = [
     ["model.input.shape=[1,'${nosuch}']"],
     ["lr=inf"],
     ["seed=18446744073709551616"],
+    # accepted once, each failed late: a profiling trial grew to 6 GiB, every trial ran
+    # into its timeout, OverflowError after the sweep had started, every trial failed
+    ["profiling.active=100000000000000000000"],
+    ["data.augment_passes=100000000000000000000"],
+    ["trial.timeout_s=1e20"],
+    ["schedule.settle_s=1e20"],
+    ["threads=100000000000000000000"],
     # accepted once: the batch grew a trial's memory at ~23 MB/s, the workers set off the
     # OOM killer (refused on any machine with fewer than 250 cores)
     ["batch_size=1000000000000"],
@@ -466,6 +473,27 @@ CURATED: list[list[str]] = [
     ["--cfg"],
     ["--config-name=nosuch"],
 ]
+
+
+def too_large() -> st.SearchStrategy[list[str]]:
+    """Right-typed values above a numeric field's upper bound (perflab/config/bounds.py),
+    from just above it to absurd, for every int, float and shape field of the schema."""
+
+    def above(f: Field) -> st.SearchStrategy[list[str]]:
+        bound, kind = bounds.MAXIMA[f.path], f.kind.removesuffix(" | None")
+        if kind == "float":
+            # an inclusive bound is allowed itself; an exclusive one (confidence < 1) is not
+            limit = float(bound.limit)
+            values = st.floats(limit, 1e300, exclude_min=bound.inclusive).map(repr)
+        else:
+            low = int(bound.limit) + (1 if bound.inclusive else 0)
+            values = st.one_of(st.integers(low, low + 10), st.integers(low, 10**30)).map(str)
+        if kind == "list[int]":
+            values = values.map(lambda v: f"[1,{v}]")
+        return values.map(lambda v: [*f.base, f"{f.path}={v}"])
+
+    numeric = [f for f in FIELDS if f.kind.removesuffix(" | None") in ("int", "float", "list[int]")]
+    return st.sampled_from(numeric).flatmap(above)
 
 
 def unknown_keys() -> st.SearchStrategy[list[str]]:
@@ -541,6 +569,13 @@ def test_wrong_types_from_the_schema(workdir, case):
 @settings(FUZZ, max_examples=40)
 @given(args=out_of_range())
 def test_values_out_of_range(workdir, args):
+    assert_one_line(run_perflab(args, workdir), args, "perflab", names_of(args))
+    no_trials(workdir)
+
+
+@settings(FUZZ, max_examples=40)
+@given(args=too_large())
+def test_values_above_their_upper_bounds(workdir, args):
     assert_one_line(run_perflab(args, workdir), args, "perflab", names_of(args))
     no_trials(workdir)
 

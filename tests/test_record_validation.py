@@ -238,7 +238,7 @@ def test_every_record_is_written_with_a_checksum_of_its_canonical_json(tmp_path)
     record.probe.loss = float("nan")  # a diverged model: dumped as NaN, read back as NaN
     write_record(path, record)
     data = json.loads(path.read_text())
-    assert data["schema_version"] == SCHEMA_VERSION == 5
+    assert data["schema_version"] == SCHEMA_VERSION == 6
     body = {k: v for k, v in data.items() if k != "checksum"}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
     import hashlib

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import console_scripts
+import faulty
 import pytest
 from fake_trials import FakeTrials
+from processes import alive
 
 from perflab.analysis.summary import Experiment, analyze_dir, load_trials
 from perflab.errors import ConfigError
@@ -27,19 +29,7 @@ from perflab.sweepdir import EXPERIMENT_FILE
 PERFLAB = console_scripts.command("perflab")
 # The model of tests/faulty.py on short trial settings, on the CPU: its oom fault raises
 # the error a full GPU would, without a GPU
-BASE = (
-    "model=custom",
-    "model._target_=tests.faulty.build",
-    "model.input.shape=[1]",
-    "model.target.kind=none",
-    "data=memory",
-    "mode=infer",
-    "profile=off",
-    "trial.warmup_steps=2",
-    "trial.warmup_s=0",
-    "trial.min_steps=5",
-    "device=cpu",  # last: the resume hint the tests read starts with model=custom
-)
+BASE = (*faulty.ARGS, "device=cpu")  # last: the resume hint the tests read starts with ARGS
 FAULTY = (*BASE, "trial.min_s=0")  # ~0.1 s per trial
 ROUNDS = ("schedule.min_rounds=3", "schedule.max_rounds=3")
 
@@ -179,7 +169,9 @@ def assert_interrupted_cleanly(result, started: Path, pgid: int, sweep: Path) ->
     assert "interrupted; finished trials and their records are kept" in result.stderr
     assert "resume with: perflab -m model=custom" in result.stderr
     assert f"hydra.sweep.dir={sweep}" in result.stderr
-    assert not left_in_group(pgid)  # no trial process, no fork server left behind
+    assert not left_in_group(pgid)  # no fork server left behind
+    # nor a trial process (each leads a process group of its own)
+    assert not alive({int(pid) for pid in started.read_text().split()}, wait_s=10)
     # the 3 trials of round 1 are kept; the interrupted 4th left no record at all
     assert len(started.read_text().split()) == 4
     assert records(sweep) == {j: {"r000.json": "ok"} for j in ("0", "1", "sentinel")}

@@ -128,9 +128,9 @@ def test_trimmed_interval_matches_yuens_test_for_one_sample():
 
 def test_widest_half_width_needs_three_paired_rounds():
     base, var = {0: 10.0, 1: 10.5}, {0: 9.0, 1: 9.4}
-    assert stats.widest_half_width([("v", base, var)], 0.95) == (math.inf, "v")
+    assert stats.widest_half_width([("v", base, var, None)], 0.95) == (math.inf, "v")
     base[2], var[2] = 10.2, 9.1
-    width, who = stats.widest_half_width([("v", base, var)], 0.95)
+    width, who = stats.widest_half_width([("v", base, var, None)], 0.95)
     assert who == "v" and 0 < width < 1
     assert stats.widest_half_width([], 0.95) == (-1.0, "")
 

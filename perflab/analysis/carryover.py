@@ -25,13 +25,15 @@ Pure: numpy and scipy over the records already read; no torch, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
+from perflab.analysis import sessions
 from perflab.analysis.stats import holm, trial_cost
 from perflab.config.plan import Plan
 from perflab.records import TrialRecord
@@ -50,6 +52,9 @@ class TrialInOrder:
     log_cost: float | None
     # configuration of the trial that ran just before; None for the first of a session
     after: str | None
+    # the session of a resumed sweep that ran it (perflab.analysis.sessions): a round
+    # whose trials ran in two sessions is two blocks of the fit, one per session
+    session: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,13 +128,14 @@ def fit(trials: Sequence[TrialInOrder], reference: str | None = None) -> Fit | N
         configs.remove(reference)
         configs.insert(0, reference)
     variants = list(dict.fromkeys(t.variant for t in used))
-    rounds = sorted({t.round for t in used})
-    column = {f"round:{r}": i for i, r in enumerate(rounds)}
+    blocks = sorted({(t.session, t.round) for t in used})
+    column = {f"round:{s}:{r}": i for i, (s, r) in enumerate(blocks)}
     column.update({f"variant:{v}": len(column) + i for i, v in enumerate(variants[1:])})
     column.update({f"after:{c}": len(column) + i for i, c in enumerate(configs[1:])})
     design = np.zeros((len(used), len(column)))
     for row, t in enumerate(used):
-        for key in (f"round:{t.round}", f"variant:{t.variant}", f"after:{t.after}"):
+        block = f"round:{t.session}:{t.round}"
+        for key in (block, f"variant:{t.variant}", f"after:{t.after}"):
             if key in column:  # the first variant and the reference predecessor have none
                 design[row, column[key]] = 1.0
     y = np.array([t.log_cost for t in used], dtype=np.float64)
@@ -183,10 +189,14 @@ CARRYOVER_GAP_S = 60.0
 
 
 def in_order(
-    plan: Plan, trials: dict[str, dict[int, TrialRecord]], metric: str
+    plan: Plan,
+    trials: dict[str, dict[int, TrialRecord]],
+    metric: str,
+    resumed: Sequence[Mapping[str, Any]] = (),
 ) -> list[TrialInOrder]:
     """Every trial of the experiment in the order it ran (by its start time), with the
-    configuration of the trial just before it; empty when a record has no usable times."""
+    configuration of the trial just before it and its session (``resumed``: the resumed
+    sessions of experiment.json); empty when a record has no usable times."""
     config = {v.name: v.source for v in plan.variants}
     timed = []
     for name, by_round in trials.items():
@@ -206,7 +216,8 @@ def in_order(
         log_cost = None
         if record.status == "ok" and record.samples is not None:
             log_cost = math.log(trial_cost(record, metric))
-        out.append(TrialInOrder(record.round, name, config[name], log_cost, after))
+        session = sessions.of_record(record, resumed)
+        out.append(TrialInOrder(record.round, name, config[name], log_cost, after, session))
         previous = (end, config[name])
     return out
 

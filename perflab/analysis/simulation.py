@@ -336,8 +336,9 @@ def experiment(
 
 def _pairs(
     costs: dict[int, dict[int, float]],
-) -> list[tuple[str, dict[int, float], dict[int, float]]]:
-    return [(str(n), costs[0], c) for n, c in costs.items() if n != 0]
+) -> list[tuple[str, dict[int, float], dict[int, float], None]]:
+    """(label, baseline costs, variant costs, sessions): a simulated run is one session."""
+    return [(str(n), costs[0], c, None) for n, c in costs.items() if n != 0]
 
 
 def _stop(

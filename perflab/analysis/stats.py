@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -182,13 +182,41 @@ class Effect:
         return max(self.high / self.speedup - 1, 1 - self.low / self.speedup)
 
 
+@dataclass(frozen=True)
+class Sessions:
+    """Which session of a resumed sweep ran each round's trial, on both sides of a
+    comparison (TrialRecord.session). A round is paired only when both of its trials ran
+    in one session: a resumed session may run on a machine that has changed (another
+    load, a driver update, a warmer room), and a round that sets a trial of one session
+    against one of another measures that change with the variant. A round absent from a
+    mapping counts as session 0, as every round of a sweep that was never resumed."""
+
+    base: Mapping[int, int]
+    variant: Mapping[int, int]
+
+    def paired(self, round_: int) -> bool:
+        return self.base.get(round_, 0) == self.variant.get(round_, 0)
+
+    def across(self, rounds: Iterable[int]) -> list[int]:
+        """The rounds, among ``rounds``, whose two trials ran in different sessions."""
+        return sorted(r for r in rounds if not self.paired(r))
+
+    def unit(self, round_: int, rounds_per_unit: int) -> tuple[int, int]:
+        """The unit of a paired round: its session and its worker generation (a resumed
+        session starts new workers, so a generation split by a resume is two units)."""
+        return self.base.get(round_, 0), round_ // max(rounds_per_unit, 1)
+
+
 def paired_log_ratios(base: Sequence[float], variant: Sequence[float]) -> list[float]:
     """d_r = ln(base_r) - ln(variant_r) per round: positive when the variant is faster."""
     return [math.log(b) - math.log(v) for b, v in zip(base, variant, strict=True)]
 
 
 def paired_units(
-    base: Mapping[int, float], variant: Mapping[int, float], rounds_per_unit: int = 1
+    base: Mapping[int, float],
+    variant: Mapping[int, float],
+    rounds_per_unit: int = 1,
+    sessions: Sessions | None = None,
 ) -> tuple[list[float], list[list[int]]]:
     """The independent units of a paired comparison and the rounds in each: the mean
     log-ratio (paired_log_ratios) over the paired rounds of each unit.
@@ -200,11 +228,14 @@ def paired_units(
     independent of one another; generations are. Averaging within a generation and
     treating the generations as the sample is the cluster analysis that keeps the
     interval honest however large the worker-to-worker part of the variance is
-    (docs/design.md#warm-workers). With 1 (a fresh process per trial) a unit is a round."""
-    per = max(rounds_per_unit, 1)
-    units: dict[int, list[int]] = {}
+    (docs/design.md#warm-workers). With 1 (a fresh process per trial) a unit is a round.
+    With ``sessions`` (a resumed sweep), only rounds run within one session are paired
+    (Sessions)."""
+    sessions = sessions or Sessions({}, {})
+    units: dict[tuple[int, int], list[int]] = {}
     for r in sorted(set(base) & set(variant)):
-        units.setdefault(r // per, []).append(r)
+        if sessions.paired(r):
+            units.setdefault(sessions.unit(r, rounds_per_unit), []).append(r)
     members = list(units.values())
     d = [
         float(np.mean(paired_log_ratios([base[r] for r in rs], [variant[r] for r in rs])))
@@ -375,16 +406,17 @@ MIN_PAIRED_ROUNDS = 3
 
 
 def widest_half_width(
-    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float]]],
+    pairs: Sequence[tuple[str, Mapping[int, float], Mapping[int, float], Sessions | None]],
     level: float,
     rounds_per_unit: int = 1,
 ) -> tuple[float, str]:
     """The widest stopping half-width (stopping_half_width) over (label, baseline costs
-    by round, variant costs by round) pairs, and whose: infinity while a pair has fewer
-    than MIN_PAIRED_ROUNDS paired units (paired_units), -1 when there is no pair."""
+    by round, variant costs by round, their sessions) pairs, and whose: infinity while a
+    pair has fewer than MIN_PAIRED_ROUNDS paired units (paired_units), -1 when there is
+    no pair."""
     worst, who = -1.0, ""
-    for label, base, variant in pairs:
-        d, _ = paired_units(base, variant, rounds_per_unit)
+    for label, base, variant, sessions in pairs:
+        d, _ = paired_units(base, variant, rounds_per_unit, sessions)
         if len(d) < MIN_PAIRED_ROUNDS:
             return math.inf, label
         width = stopping_half_width(paired_effect(d, level))

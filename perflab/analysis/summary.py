@@ -10,7 +10,6 @@ finished or interrupted sweep can be analysed on a machine without torch or the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 from collections.abc import Mapping
@@ -20,14 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from perflab.analysis import carryover, stats
+from perflab.analysis import carryover, sessions, stats
 from perflab.analysis.numerics import compare_probes
 from perflab.analysis.variants import parts_written, variant_summary
 from perflab.config.plan import SENTINEL, Plan
-from perflab.errors import RecordError
+from perflab.errors import OutsideSweep, RecordError
+from perflab.json_file import read_json
 from perflab.records import TrialRecord, load_record
 from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary
-from perflab.sweepdir import EXPERIMENT_FILE, trial_records
+from perflab.sweepdir import EXPERIMENT_FILE, inside, trial_records
 
 # Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
 EXPLORATORY_COMPARISONS = 20
@@ -62,8 +62,17 @@ class Experiment:
     # one entry per resumed session: at_round, trials_kept, at (ISO 8601 UTC)
     resumed: list[dict[str, Any]] = field(default_factory=list)
 
+    # experiment.json's format (class attributes, not fields), docs/records.md:
+    #   1 (2026-11-22) no schema_version field;
+    #   2 (2026-11-26) ``schema_version``, written first; otherwise as version 1.
+    # A file without one is version 1; a version not listed here (one a newer perflab
+    # wrote) is refused rather than misread.
+    SCHEMA_VERSION = 2
+    READS_VERSIONS = (1, 2)
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": self.SCHEMA_VERSION,
             "plan": self.plan.to_dict(),
             "schedule": self.schedule,
             "stop_reason": self.stop_reason,
@@ -76,7 +85,16 @@ class Experiment:
 
     @classmethod
     def load(cls, sweep_dir: Path) -> Experiment:
-        data = json.loads((Path(sweep_dir) / EXPERIMENT_FILE).read_text())
+        """experiment.json of ``sweep_dir``. Every caller names the file and says it is
+        unreadable, in one line, for what this raises: OSError, ValueError (not JSON,
+        nested too deep, a schema_version it does not read), KeyError, TypeError."""
+        path = Path(sweep_dir) / EXPERIMENT_FILE
+        try:
+            inside(sweep_dir, path)  # experiment.json as a link to another sweep's
+        except OutsideSweep as exc:
+            raise ValueError(str(exc)) from exc
+        data = read_json(path)
+        cls._check_version(data)
         return cls(
             Plan.from_dict(data["plan"]),
             data["schedule"],
@@ -87,6 +105,18 @@ class Experiment:
             data.get("round_s", []),
             data.get("resumed", []),
         )
+
+    @classmethod
+    def _check_version(cls, data: Any) -> None:
+        """ValueError for a schema_version this perflab does not read."""
+        version = data.get("schema_version", 1) if isinstance(data, dict) else 1
+        if type(version) is not int or version not in cls.READS_VERSIONS:
+            newer = type(version) is int and version > cls.SCHEMA_VERSION
+            raise ValueError(
+                f"schema_version={version!r} is not supported by this perflab (reads "
+                f"{', '.join(map(str, cls.READS_VERSIONS))})"
+                + ("; upgrade perflab to read it" if newer else "")
+            )
 
 
 # Files already warned about in this process: a sweep reads its records several times
@@ -110,6 +140,7 @@ def load_trials(
         by_round: dict[int, TrialRecord] = {}
         for path in trial_records(Path(sweep_dir) / variant.dir):
             try:
+                inside(sweep_dir, path)  # a link out of the sweep: skipped, named
                 record = _load_trial(path)
             except RecordError as exc:
                 _warn_once(path, f"skipping {exc}")
@@ -174,6 +205,7 @@ def compare(
     level: float,
     delta: float,
     rounds_per_unit: int = 1,
+    sessions: stats.Sessions | None = None,
 ) -> dict[str, Any] | None:
     """Paired comparison over the rounds where both trials are ok, one log-ratio per
     independent unit: a round, or with warm workers a worker generation of
@@ -182,8 +214,14 @@ def compare(
     The verdict comes from the Student t interval on the units' log-ratios or, when a
     unit is a gross outlier (modified z-score above GROSS_OUTLIER_Z: a trial hit by a
     co-tenant), from the 20 %-trimmed interval (stats.trimmed_effect), which such units
-    cannot widen or move; the other intervals are kept beside it."""
-    d, units = stats.paired_units(base, var, rounds_per_unit)
+    cannot widen or move; the other intervals are kept beside it. With ``sessions`` (a
+    resumed sweep), a round is paired only within one session, and the unpaired
+    interval leaves out the rounds it ran across two (stats.Sessions)."""
+    if sessions is not None:
+        across = set(sessions.across(set(base) & set(var)))
+        base = {r: c for r, c in base.items() if r not in across}
+        var = {r: c for r, c in var.items() if r not in across}
+    d, units = stats.paired_units(base, var, rounds_per_unit, sessions)
     if len(d) < stats.MIN_PAIRED_ROUNDS:
         return None
     effect = stats.paired_effect(d, level)
@@ -216,7 +254,7 @@ def compare(
         "outlier_rounds": [r for i in outliers for r in units[i]],
         "rounds_to_decide": None,
     }
-    result.update(_companions(base, var, d, outliers, level, rounds_per_unit))
+    result.update(_companions(base, var, d, outliers, level, rounds_per_unit, sessions))
     if result["verdict"] == stats.INCONCLUSIVE:
         needed = (
             stats.rounds_to_decide(effect, delta)
@@ -228,11 +266,15 @@ def compare(
     return result
 
 
-def unit_costs(costs: dict[int, float], rounds_per_unit: int) -> list[float]:
-    """One cost per unit (stats.paired_units): the geometric mean of its rounds' costs."""
-    units: dict[int, list[float]] = {}
+def unit_costs(
+    costs: dict[int, float], rounds_per_unit: int, session: Mapping[int, int] | None = None
+) -> list[float]:
+    """One cost per unit (stats.paired_units): the geometric mean of its rounds' costs; a
+    unit is a worker generation within one session (``session``: each round's)."""
+    units: dict[tuple[int, int], list[float]] = {}
     for r, c in sorted(costs.items()):
-        units.setdefault(r // max(rounds_per_unit, 1), []).append(math.log(c))
+        key = ((session or {}).get(r, 0), r // max(rounds_per_unit, 1))
+        units.setdefault(key, []).append(math.log(c))
     return [math.exp(sum(v) / len(v)) for v in units.values()]
 
 
@@ -243,12 +285,14 @@ def _companions(
     outliers: list[int],
     level: float,
     rounds_per_unit: int = 1,
+    sessions: stats.Sessions | None = None,
 ) -> dict[str, Any]:
     """The unpaired Welch interval over every ok trial (rounds ignored; with warm workers,
     one cost per worker generation), and the t interval without the outlier units: shown
     beside the verdict, never deciding it."""
     out: dict[str, Any] = {}
-    base_costs, var_costs = unit_costs(base, rounds_per_unit), unit_costs(var, rounds_per_unit)
+    base_costs = unit_costs(base, rounds_per_unit, sessions.base if sessions else None)
+    var_costs = unit_costs(var, rounds_per_unit, sessions.variant if sessions else None)
     if len(base_costs) >= 2 and len(var_costs) >= 2:
         welch = stats.welch_effect(base_costs, var_costs, level)
         out["welch"] = {
@@ -283,12 +327,17 @@ def summary_json(
     cost = {name: costs(t, metric) for name, t in trials.items()}
     variants = {v.name: variant_summary(v, trials[v.name], metric) for v in plan.variants}
     per_unit = rounds_per_unit(sched)
+    resumed = experiment.resumed
     comparisons = []
     for variant, base in plan.comparisons():
-        result = compare(cost[base.name], cost[variant.name], level, delta, per_unit)
+        between = sessions.between(trials[base.name], trials[variant.name], resumed)
+        result = compare(cost[base.name], cost[variant.name], level, delta, per_unit, between)
+        across = between.across(set(cost[base.name]) & set(cost[variant.name]))
         health = variants[variant.name]["health"] + [
             f"baseline: {h}" for h in variants[base.name]["health"]
         ]
+        if across:
+            health.append(sessions.finding(variant.label, across))
         numerics = _numerics(trials[base.name], trials[variant.name])
         if numerics is not None and not numerics.get("ok"):
             health.append(
@@ -305,11 +354,13 @@ def summary_json(
                 "health": health,
                 "numerics": numerics,
                 **(result or {"verdict": "NO DATA"}),
+                **({"across_sessions": across} if across else {}),
             }
         )
-    fit = carryover.fit(carryover.in_order(plan, trials, metric), carryover.reference(plan))
+    in_order = carryover.in_order(plan, trials, metric, resumed)
+    fit = carryover.fit(in_order, carryover.reference(plan))
     carry = fit.carryovers(level) if fit else []
-    sentinel = _sentinel(plan, cost, level, delta, per_unit)
+    sentinel = _sentinel(plan, trials, cost, level, delta, per_unit, resumed)
     if fit is not None and carryover.flagged(carry):
         pairs = [(c, v, b) for (v, b), c in zip(plan.comparisons(), comparisons, strict=True)]
         if sentinel is not None and (aa := plan.sentinel()) is not None:
@@ -319,6 +370,9 @@ def summary_json(
     adjust(comparisons, 1 - level, delta)
     unreliable, health = sentinel_findings(sentinel, delta)
     health += carryover.findings(plan, carry)
+    # rounds not paired because a resume split them: said where the console and the
+    # report's header show it, beside each comparison's own "across_sessions"
+    health += [h for c in comparisons for h in c["health"] if h.startswith(sessions.UNPAIRED)]
     return finite(
         {
             "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -405,17 +459,22 @@ def adjust_for_carryover(
 
 def _sentinel(
     plan: Plan,
+    trials: dict[str, dict[int, TrialRecord]],
     cost: dict[str, dict[int, float]],
     level: float,
     delta: float,
-    per_unit: int = 1,
+    per_unit: int,
+    resumed: list[dict[str, Any]],
 ) -> dict[str, Any] | None:
     """The A/A comparison, with its noise floor (how far from 1 its interval reaches),
-    reported for information: it never changes the band."""
+    reported for information: it never changes the band. Paired within sessions, as the
+    comparisons are."""
     pair = plan.sentinel()
     if pair is None:
         return None
-    sentinel = compare(cost[pair[1].name], cost[pair[0].name], level, delta, per_unit)
+    copy, base = pair[0].name, pair[1].name
+    between = sessions.between(trials[base], trials[copy], resumed)
+    sentinel = compare(cost[base], cost[copy], level, delta, per_unit, between)
     if sentinel is not None:
         sentinel["noise_floor"] = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
     return sentinel

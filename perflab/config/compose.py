@@ -13,7 +13,11 @@ from typing import Any
 
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from omegaconf.errors import (
+    InterpolationResolutionError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
 
 from perflab.config import schema as config_module
 from perflab.config.devices import _default_option, by_device, cuda_defaults
@@ -77,7 +81,7 @@ def to_config(cfg: DictConfig) -> PerflabConfig:
         key = str(exc.full_key) or "config"
         kind = _field_type(exc) or "a value of the field's type"
         allowed = f"{kind}, or an interpolation ${{...}} resolving to one"
-        raise ConfigError(key, _raw_value(cfg, key), allowed, _first_lines(str(exc))) from exc
+        raise ConfigError(key, _raw_value(cfg, key), allowed, joined_lines(str(exc))) from exc
 
 
 def check_keys(node: DictConfig, path: str = "") -> None:
@@ -137,6 +141,8 @@ def one_line(exc: BaseException) -> str:
         return f"{group}={name}: no such option; allowed: {options}"
     if isinstance(exc, OverrideParseException):
         return _parse_error(exc)
+    if isinstance(exc, InterpolationResolutionError) and exc.full_key:
+        return _unresolved(exc)
     text, cause = str(exc), exc.__cause__
     unknown = re.search(
         r"Could not override '(\S+)'\.\s+To append to your config use \+(\S+)", text
@@ -150,8 +156,35 @@ def one_line(exc: BaseException) -> str:
             return cannot_delete(override[1:].partition("=")[0])
         kind = _field_type(cause)
         allowed = f"; allowed: {kind}" if kind else ""
-        return f"{override}: {_first_lines(str(cause)).rstrip('.')}{allowed}"
-    return _first_lines(text)
+        return f"{override}: {joined_lines(str(cause)).rstrip('.')}{allowed}"
+    return joined_lines(text)
+
+
+# Hydra's output directories: resolved by Hydra itself, after perflab's config was checked
+OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def _unresolved(exc: InterpolationResolutionError) -> str:
+    """An interpolation that does not resolve where perflab's own check cannot see it, e.g.
+    hydra.sweep.dir='${oc.env:NOPE}/x': the field, the value as written, what is allowed."""
+    key = str(exc.full_key)
+    kind = "a directory path" if key in OUTPUT_DIRS else _field_type(exc)
+    allowed = (
+        f"{kind or 'a value of the field type'}, or an interpolation ${{...}} resolving to one"
+    )
+    return str(ConfigError(key, _written(exc), allowed, joined_lines(str(exc))))
+
+
+def _written(exc: OmegaConfBaseException) -> Any:
+    """The value at an OmegaConf error's key as written, its interpolations unresolved:
+    the node itself, or the key looked up in the node that holds it (the whole config)."""
+    child = getattr(exc, "child_node", None)
+    if child is not None:
+        return child._value()
+    try:
+        return _raw_value(exc.parent_node, str(exc.full_key))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return "?"
 
 
 def _field_type(exc: BaseException) -> str | None:
@@ -205,10 +238,23 @@ def _parse_error(exc: OverrideParseException) -> str:
     )
 
 
-def _first_lines(text: str) -> str:
+def joined_lines(text: str) -> str:
+    """A Hydra or OmegaConf message on one line, whole: its lines joined (a blocklisted
+    target's reason spans four), less the lines that locate the key in OmegaConf's terms."""
     skip = ("full_key:", "object_type=", "reference_type=")
     keep = [line.strip() for line in text.splitlines() if line.strip()]
     return " ".join(line for line in keep if not line.startswith(skip))
+
+
+def instantiation_problem(exc: Exception) -> str:
+    """What hydra.utils.instantiate raised, on one line and whole (its first line alone once
+    cut a blocklisted target's reason off after "because it allows"), minus its advice
+    about HYDRA_FULL_ERROR, plus the real cause."""
+    text = joined_lines(str(exc).split(", set env var HYDRA_FULL_ERROR")[0])
+    cause = exc.__cause__
+    if cause is not None:
+        text += f" ({type(cause).__name__}: {joined_lines(str(cause))})"
+    return text
 
 
 def check_overrides(argv: list[str]) -> None:

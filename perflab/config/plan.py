@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perflab.errors import ConfigError, PerflabError
+from perflab.sweepdir import relative_name
 
 # knob -> its "off" value, as the validated config holds it
 BUILTIN_TREATMENTS: dict[str, Any] = {
@@ -85,9 +86,16 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
-        return cls(
-            [Variant(**v) for v in data["variants"]], data["swept"], data.get("treatments", {})
-        )
+        variants = [Variant(**v) for v in data["variants"]]
+        for v in variants:
+            # experiment.json names each job's directory: the records, the profile and the
+            # trace are read from there, so it must lie in the sweep (sweepdir.inside)
+            if not relative_name(v.dir):
+                raise ValueError(
+                    f"variant {v.name!r} has dir={v.dir!r}; allowed: a relative path "
+                    "inside the sweep directory, without '..'"
+                )
+        return cls(variants, data["swept"], data.get("treatments", {}))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import math
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+from perflab.config.bounds import check_maxima
 from perflab.config.devices import cuda_defaults
 from perflab.config.vocabulary import (
     AMP_VALUES,
@@ -23,7 +24,6 @@ from perflab.config.vocabulary import (
     MODEL_RESERVED_KEYS,
     MODES,
     OPTIMIZERS,
-    SEED_MAX,
     TARGET_KINDS,
 )
 from perflab.errors import ConfigError
@@ -74,6 +74,9 @@ def _is_factory_path(path: Any) -> bool:
 def validate(cfg: PerflabConfig) -> None:
     """Check every rule that needs no torch; raise ConfigError on the first broken one."""
     _finite(cfg)
+    # every number under its upper bound first: an absurd value is named as what it is,
+    # not as the field that a rule between two fields compares it with
+    check_maxima(cfg)
     _validate_knobs(cfg)
     _validate_model(cfg.model)
     _validate_data(cfg.data)
@@ -116,8 +119,7 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _one_of("matmul_precision", cfg.matmul_precision, MATMUL_PRECISIONS)
     _one_of("optimizer", cfg.optimizer, OPTIMIZERS)
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0", "must be positive")
-    _at_least("seed", cfg.seed, 0)
-    _require(cfg.seed <= SEED_MAX, "seed", cfg.seed, f"<= {SEED_MAX} (2**64 - 1)", "too large")
+    _at_least("seed", cfg.seed, 0)  # its upper bound: perflab.config.bounds
 
 
 # the fields every model config group option has (config.schema.ModelConfig's)
@@ -204,6 +206,14 @@ def _validate_trial(trial: TrialConfig) -> None:
     _require(trial.timeout_s > 0, "trial.timeout_s", trial.timeout_s, "> 0", "must be positive")
     _at_least("trial.min_event_window_us", trial.min_event_window_us, 0)
     _at_least("trial.telemetry_interval_ms", trial.telemetry_interval_ms, 0)
+    _require(
+        trial.max_memory_mb is None or trial.max_memory_mb >= 0,
+        "trial.max_memory_mb",
+        trial.max_memory_mb,
+        "null (80 % of the machine's memory), 0 (no cap) or a number of MiB > 0",
+        "out of range",
+    )
+    _at_least("trial.max_log_mb", trial.max_log_mb, 0, "0: no cap")
 
 
 def _validate_schedule(s: ScheduleConfig) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from perflab.config.bounds import check_maxima
 from perflab.config.vocabulary import MODEL_RESERVED_KEYS
 from perflab.errors import ConfigError
 
@@ -122,6 +123,9 @@ class TransformerConfig(ModelConfig):
     )
 
     def __post_init__(self) -> None:
+        # runs before PerflabConfig's validation: model.d_model=10**20 is refused as too
+        # large, not as a width that model.heads does not divide
+        check_maxima(self, "model.")
         if not (self.heads >= 1 and self.d_model % self.heads == 0):
             raise ConfigError(
                 "model.heads",
@@ -201,6 +205,14 @@ class TrialConfig:
     # on CUDA, sample GPU telemetry (NVML: utilization, SM clock, temperature, power,
     # throttle reasons) this often during the timed block; 0 turns it off
     telemetry_interval_ms: float = 100.0
+    # a trial whose processes (the trial process and what it started) hold more host
+    # memory (resident) than this many MiB is killed and recorded as failed
+    # (MemoryCapExceeded); null: 80 % of the machine's memory (or its cgroup's limit);
+    # 0: no cap (perflab.isolation, docs/configuration.md)
+    max_memory_mb: float | None = None
+    # a trial's log (rNNN.log: what its processes print) keeps its first this many MiB,
+    # then a line saying how much was dropped; 0: no cap
+    max_log_mb: float = 10.0
 
 
 @dataclass

@@ -10,8 +10,10 @@ launcher runs perflab trials, in fresh processes, itself.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -27,7 +29,7 @@ from perflab import exits
 from perflab.config.plan import Job, assignments, build_plan, override_key
 from perflab.config.schema import PerflabConfig
 from perflab.console_streams import copy_console_to
-from perflab.errors import OutputLost, PerflabError, SweepDirDeleted
+from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
 from perflab.experiment.runner import SweepSetup, run_sweep
 from perflab.experiment.schedule import make_runs
@@ -221,6 +223,10 @@ def _launch(
     print(f"report: {result.report}")
     if result.published:
         print(f"report published: {result.published}")
+    if result.destroyed:
+        # before the failed trials: of two outcomes with one exit code, the first
+        # reported is the line printed, and failed trials are named in the table too
+        exits.report(exits.EXIT_FAILED, _destroyed(result.destroyed))
     failed = [v.label for v in summary.variants if v.failed]
     if failed:
         exits.report(
@@ -244,6 +250,16 @@ def _resume_command(sweep_dir: Path) -> str:
     return shlex.join(["perflab", *args, f"hydra.sweep.dir={sweep_dir.absolute()}"])
 
 
+def _destroyed(records: list[str]) -> str:
+    """One line for finished trials whose records were destroyed while the sweep ran
+    (perflab.experiment.runner.destroyed_records): which, and how to get them back."""
+    return (
+        f"finished trial records were destroyed while the sweep ran (deleted or "
+        f"overwritten by a trial's code or another process): {'; '.join(records)}; the "
+        f"summary and report lack them: run the same command again to measure them again"
+    )
+
+
 def _resume_hint(sweep_dir: Path) -> str:
     """One line for an interrupted sweep: what was kept and the command that resumes it."""
     return (
@@ -259,10 +275,37 @@ def _output_lost(sweep_dir: Path, exc: OutputLost) -> str:
         return f"stopped: {exc}; nothing more was written (start again in a new directory)"
     kept = finished_trials(sweep_dir)
     what = "; ".join(f"{job}: {n}" for job, n in kept.items()) or "none"
+    culprit = largest_trial_log(sweep_dir) if isinstance(exc, DiskFull) else ""
     return (
-        f"stopped: {exc}; finished trials kept in {sweep_dir} (per job directory: {what}); "
-        f"free space, then resume with: {_resume_command(sweep_dir)}"
+        f"stopped: {exc}; {culprit}finished trials kept in {sweep_dir} (per job directory: "
+        f"{what}); free space, then resume with: {_resume_command(sweep_dir)}"
     )
+
+
+def largest_trial_log(sweep_dir: Path) -> str:
+    """When the disk filled and the largest file in the sweep directory is a trial's own
+    log (what its processes printed, not a result), a clause naming it: the likely cause,
+    and a file that may go (a resumed sweep needs its space back before it starts); ""
+    otherwise."""
+    sizes = {}
+    for folder, _, names in os.walk(sweep_dir):  # never into symbolic links
+        for name in names:
+            with contextlib.suppress(OSError):
+                sizes[Path(folder, name)] = os.lstat(Path(folder, name)).st_size
+    largest = max(sizes, key=lambda p: sizes[p], default=None)
+    if largest is None or not _is_trial_log(largest):
+        return ""
+    return (
+        f"the largest file written is {largest} ({sizes[largest] / 2**20:,.1f} MiB), the "
+        "output a trial printed: delete it to free its space (its trial reruns if it has "
+        "no record); trial.max_log_mb caps such logs; "
+    )
+
+
+def _is_trial_log(path: Path) -> bool:
+    """A log of a trial, profiling or check process (perflab.isolation.output_to)."""
+    in_place = path.suffix == LOG_SUFFIX and path.parent.name in (TRIALS_DIR, PROFILE_DIR)
+    return in_place or path.name == CHECK_LOG
 
 
 def finished_trials(sweep_dir: Path) -> dict[str, int]:

@@ -10,7 +10,8 @@ Only the same experiment may continue; trials of another must never be mixed in
 silently. "The same" is checked against the fingerprint stored in experiment.json: the
 plan (variants, labels, cells, baselines), every job's fully composed config except the
 keys of MAY_CHANGE, the machine and software of MACHINE_KEYS, and the code the trials run
-(perflab.experiment.codeprint: perflab's sources, the user's factories, uncommitted changes). Any
+(perflab.experiment.codeprint: perflab's sources, the user's factories and the local modules
+they import, uncommitted changes). Any
 other difference stops the run before anything is measured, with exit 2 and one line
 naming it.
 """
@@ -34,9 +35,11 @@ from perflab.sweepdir import EXPERIMENT_FILE, trial_records
 # Config keys that may differ between the sessions of one experiment, and why: they
 # decide when the experiment stops (raise max_rounds or time_budget_s to extend a finished
 # run, lower target_half_width to ask for more precision), and where the report goes and
-# whether the separate, untimed profiling pass runs; never what a timed trial measures.
-# Everything else (the knobs, the workload, trial.*, the rest of schedule.*: seed,
-# sentinel, treatments, confidence, band, metric, label) must be equal.
+# whether the separate, untimed profiling pass runs, and the caps on a trial's memory and
+# log (a sweep stopped by a full disk or a cap resumes with another); never what a timed
+# trial measures. Everything else (the knobs, the workload, the rest of trial.*, the rest
+# of schedule.*: seed, sentinel, treatments, confidence, band, metric, label) must be
+# equal.
 MAY_CHANGE = (
     "schedule.min_rounds",
     "schedule.max_rounds",
@@ -45,6 +48,8 @@ MAY_CHANGE = (
     "report.dir",
     "profile",
     "profiling",
+    "trial.max_memory_mb",
+    "trial.max_log_mb",
 )
 
 # The machine and software the numbers belong to. Trials from another host, another
@@ -178,11 +183,28 @@ def code_differences(before: dict[str, Any] | None, now: dict[str, Any]) -> list
     for target in sorted(set(old_modules) | set(new_modules)):
         if old_modules.get(target, _ABSENT) != new_modules.get(target, _ABSENT):
             found.append(f"code: the source of {target} changed")
+    found += _import_differences(before.get("imports"), now.get("imports"))
     if before.get("worktree") != now.get("worktree"):
         found.append(
             "code: the uncommitted changes to Python files in the working directory's git "
             "work tree differ"
         )
+    return found
+
+
+def _import_differences(before: Any, now: Any) -> list[str]:
+    """The local modules the factories import (codeprint.local_imports) whose source
+    changed, appeared or went, each named with the module importing it. A fingerprint
+    from before perflab followed imports has none: read as no imports."""
+    old = before if isinstance(before, dict) else {}
+    new = now if isinstance(now, dict) else {}
+    found = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        a, b = (a if isinstance(a, dict) else {}), (b if isinstance(b, dict) else {})
+        if a.get("hash") != b.get("hash"):
+            by = b.get("by") or a.get("by")
+            found.append(f"code: the source of {name} (imported by {by}) changed")
     return found
 
 

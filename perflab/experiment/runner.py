@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab.analysis.summary import load_trials
 from perflab.config.plan import Plan
 from perflab.config.schema import ScheduleConfig
 from perflab.errors import DiskFull, no_space
 from perflab.experiment import resume
 from perflab.experiment.schedule import VariantRun, check_all, run_experiment, run_profiles
 from perflab.summary_file import Summary
+from perflab.sweepdir import trial_record
 
 Say = Callable[[str], None]
 
@@ -59,6 +61,8 @@ class SweepResult:
     published: Path | None
     # seconds spent in the rounds, the profiles and the report
     phases_s: dict[str, float]
+    # finished trials' records destroyed while the sweep ran (destroyed_records)
+    destroyed: list[str] = field(default_factory=list)
 
 
 def run_sweep(
@@ -86,6 +90,7 @@ def run_sweep(
             interrupted = True
             say("perflab: profiling interrupted; the timed rounds are complete")
     profiles_s = time.monotonic() - start - rounds_s
+    destroyed = destroyed_records(setup)
     report, published = _write_reports(setup.sweep_dir, summary, setup.publish)
     phases = {
         "experiment": rounds_s,
@@ -93,7 +98,36 @@ def run_sweep(
         "report": time.monotonic() - start - rounds_s - profiles_s,
     }
     rounded = {k: round(v, 3) for k, v in phases.items()}
-    return SweepResult(summary, interrupted, report, published, rounded)
+    return SweepResult(summary, interrupted, report, published, rounded, destroyed)
+
+
+def destroyed_records(setup: SweepSetup) -> list[str]:
+    """The records of the sweep's finished trials that are gone or unreadable at its end,
+    each as "JOB/trials/rNNN.json: why" (relative to the sweep directory). Every trial
+    the sweep ran or kept left a readable record (a resumed sweep measures an unreadable
+    one again), so such a record was destroyed while the sweep ran: deleted or
+    overwritten by a trial's own code (a misbehaving model) or another process. Its
+    result is missing from the summary, so the sweep must not end as if complete."""
+    unreadable: list[str] = []
+    on_disk = load_trials(setup.sweep_dir, setup.plan, unreadable)
+    destroyed = list(unreadable)
+    for variant in setup.plan.variants:
+        run, kept = setup.runs[variant.name], on_disk[variant.name]
+        # the ok trials are known by round (their costs); a failed one only by count
+        gone = [
+            name
+            for name in (
+                trial_record(run.job_dir, r).relative_to(setup.sweep_dir).as_posix()
+                for r in sorted(set(run.costs) - set(kept))
+            )
+            if not any(line.startswith(f"{name}: ") for line in unreadable)
+        ]
+        destroyed += [f"{name}: gone" for name in gone]
+        mine = [line for line in unreadable if line.startswith(f"{variant.dir}/")]
+        failed_gone = len(run.costs) + run.failures - len(kept) - len(gone) - len(mine)
+        if failed_gone > 0:
+            destroyed.append(f"{variant.dir}/trials: {failed_gone} failed trial(s)' records gone")
+    return destroyed
 
 
 def _write_reports(

@@ -15,7 +15,6 @@ job is shipped; records, summaries and reports stay JSON, CSV, Markdown and PNG.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -28,6 +27,7 @@ from perflab.config.plan import BUILTIN_TREATMENTS, Job, assignments, swept_keys
 from perflab.config.schema import PerflabConfig, ScaleOutConfig
 from perflab.errors import ConfigError
 from perflab.experiment.runner import SweepSetup
+from perflab.json_file import read_json
 from perflab.records import write_json_atomic
 from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
 
@@ -386,7 +386,7 @@ def launch_groups(
         results = run_groups(tasks, cfg, sweep_dir, say)
     except KeyboardInterrupt:
         interrupted = True
-        results = json.loads((sweep_dir / GROUPS_FILE).read_text())["groups"]
+        results = read_json(sweep_dir / GROUPS_FILE)["groups"]
     interrupted = interrupted or any(r.get("stop_reason") == "interrupted" for r in results)
     say(f"report: {write_merged_report(sweep_dir)}")
     if first.report.dir:

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import stats
+from perflab.analysis import sessions, stats
 from perflab.analysis.summary import Experiment, analyze, load_trials, rounds_per_unit
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
@@ -54,6 +54,7 @@ from perflab.trial_request import (
     TrialRequest,
     failure_record,
     run_in_process,
+    trial_limits,
 )
 
 # A variant whose trials keep failing stops being scheduled: after a failure with no
@@ -71,6 +72,8 @@ class VariantRun:
     # baseline's (the two share one trial length)
     config: str
     costs: dict[int, float] = dataclasses.field(default_factory=dict)
+    # the session of a resumed sweep that ran each round's trial (TrialRecord.session)
+    sessions: dict[int, int] = dataclasses.field(default_factory=dict)
     # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
     failures: int = 0
 
@@ -174,13 +177,15 @@ class Workers:
 def run_one(
     run: VariantRun,
     round_: int,
+    session: int,
     sched: ScheduleConfig,
     lengths: dict[str, TrialLength],
     workers: Workers,
 ) -> TrialRecord:
-    """One trial of a variant, in its warm worker or a fresh process (``workers``). The
-    first trial of each configuration runs to the trial bounds and fixes the length of
-    its later ones (``lengths``)."""
+    """One trial of a variant, in its warm worker or a fresh process (``workers``), run
+    by the sweep's ``session`` (0, or one more per resumed session). The first trial of
+    each configuration runs to the trial bounds and fixes the length of its later ones
+    (``lengths``)."""
     path = trial_record(run.job_dir, round_)
     length = lengths.get(run.config)
     name = run.job_dir.name
@@ -189,6 +194,7 @@ def run_one(
         run.request,
         record_path=str(path),
         round=round_,
+        session=session,
         length=length,
         calibrating=length is None,
         settle=settle(sched.settle_s, run.request.config.device) if sched.settle_s else {},
@@ -206,7 +212,7 @@ def run_one(
     drop_if_empty(log_beside(path))  # left empty by a trial process that was killed
     if record.status != "ok":
         workers.retire(name)  # nothing to end with a fresh process per trial
-    count(run, record, sched.metric, lengths)
+    count(run, record, sched.metric, lengths, session)
     return record
 
 
@@ -224,12 +230,18 @@ def _load_or_reject(path: Path, request: TrialRequest) -> TrialRecord:
 
 
 def count(
-    run: VariantRun, record: TrialRecord, metric: str, lengths: dict[str, TrialLength]
+    run: VariantRun,
+    record: TrialRecord,
+    metric: str,
+    lengths: dict[str, TrialLength],
+    session: int,
 ) -> None:
     """Take a finished trial (just run, or found on disk when resuming) into account; the
-    first ok trial of a configuration fixes its trial length."""
+    first ok trial of a configuration fixes its trial length. ``session``: the session
+    of the sweep that ran it (perflab.analysis.sessions.of_record)."""
     if record.status == "ok" and record.samples is not None:
         run.costs[record.round] = stats.trial_cost(record, metric)
+        run.sessions[record.round] = session
         s = record.samples
         lengths.setdefault(run.config, TrialLength(s.steps_per_sample, s.timed_steps, record.round))
     else:
@@ -243,7 +255,12 @@ def widest(plan: Plan, runs: dict[str, VariantRun], sched: ScheduleConfig) -> tu
     pairs = plan.comparisons() + ([sentinel] if sentinel else [])
     return stats.widest_half_width(
         [
-            (variant.label, runs[base.name].costs, runs[variant.name].costs)
+            (
+                variant.label,
+                runs[base.name].costs,
+                runs[variant.name].costs,
+                stats.Sessions(runs[base.name].sessions, runs[variant.name].sessions),
+            )
             for variant, base in pairs
             if runs[variant.name].active and runs[base.name].active
         ],
@@ -282,6 +299,12 @@ class _Session:
         if kept and not self.ran:
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             self.resumed.append({"at_round": round_, "trials_kept": kept, "at": at})
+
+    @property
+    def index(self) -> int:
+        """This session's number in the experiment (TrialRecord.session): one more than
+        the sessions before it that ran trials (note_resume counts them)."""
+        return len(self.resumed)
 
     def experiment(self, stop: str, rounds: int) -> Experiment:
         return Experiment(
@@ -365,13 +388,15 @@ def run_experiment(
             todo = [name for name in order if round_ not in done[name]]
             for name in order:
                 if round_ in done[name]:
-                    count(runs[name], done[name][round_], sched.metric, lengths)
+                    record = done[name][round_]
+                    ran_in = sessions.of_record(record, session.resumed)
+                    count(runs[name], record, sched.metric, lengths, ran_in)
             if todo:
                 session.note_resume(round_, kept)
                 current, round_start = round_, time.monotonic()
                 for name in todo:
                     session.check_still_there()
-                    run_one(runs[name], round_, sched, lengths, workers)
+                    run_one(runs[name], round_, session.index, sched, lengths, workers)
                     session.ran += 1
                 session.spent(round_, time.monotonic() - round_start)
                 current = -1
@@ -424,7 +449,11 @@ def _should_stop(
     width, who = widest(plan, runs, sched)
     if ran:
         say(_progress(rounds, sched, variants, width, who, elapsed, round_s))
-    if width < 0 and (plan.comparisons() or plan.sentinel()):
+    # Every comparison's variant or baseline failed: nothing left to decide. A sweep
+    # without comparisons (batch sizes, for throughput) goes on when only its A/A
+    # sentinel's baseline failed, as if it had had no sentinel: its other variants are
+    # still measured for the scaling table.
+    if width < 0 and plan.comparisons():
         return "no comparison left (failed variants)"
     per_unit = _per_unit(sched)
     if rounds % per_unit and rounds < sched.max_rounds:
@@ -470,8 +499,11 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
         if path.exists():
             say(f"profiling {i}/{len(variants)}: {variant.label}: kept from an earlier session")
             continue
-        request = dataclasses.replace(run.request, record_path=str(path))
-        result = run_isolated(RUN_PROFILE, request, request.config.trial.timeout_s)  # DiskFull
+        request = dataclasses.replace(run.request, record_path=str(path.absolute()))
+        # the profiler keeps every event of its active steps: bounded like a timed trial
+        limits = trial_limits(request)
+        timeout_s = request.config.trial.timeout_s
+        result = run_isolated(RUN_PROFILE, request, timeout_s, limits=limits)  # DiskFull
         drop_if_empty(log_beside(path))  # left empty by a profiling trial that was killed
         state = "ok" if result.kind == "ok" else f"FAILED ({result.message.splitlines()[0]})"
         say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")

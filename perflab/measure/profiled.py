@@ -4,6 +4,7 @@ Chrome trace and, when asked, a CUDA memory snapshot."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ def run_profile(request: TrialRequest) -> str:
     a few unprofiled steps (the overhead reference), then profile; write profile.json
     and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
     Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
+    # absolute before the user's code runs (an os.chdir in it must not move the outputs);
+    # a fresh process from the fork server starts in the sweep process's directory
+    absolute = str(Path(request.record_path).absolute())
+    request = dataclasses.replace(request, record_path=absolute)
     with output_to(log_beside(request.record_path)):
         return _profile(request)
 

@@ -231,6 +231,7 @@ def _trial(request: TrialRequest, started: float, span_start: float) -> str:
         started_at=_now(),
         finished_at="",
         round=request.round,
+        session=request.session,
         choices=dict(request.choices),
         load_start=environment.load_average(),
         worker={**request.worker, "pid": os.getpid()},

@@ -3,9 +3,10 @@ loading (an unreadable or foreign file reads as no profile, never a crash)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from perflab.json_file import read_json
 
 PROFILE_SCHEMA_VERSION = 1
 TOP_OPS = 15
@@ -13,7 +14,7 @@ TOP_OPS = 15
 
 def load_profile(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json(path)  # not JSON, or nested deeper than any profile: ValueError
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("schema_version") != PROFILE_SCHEMA_VERSION:

@@ -32,7 +32,7 @@ def write_report(
     out = Path(out_dir or report.sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = publish(report, out)
-    extra = incidents(report) + (extra or [])
+    extra = incidents(report, files.refused) + (extra or [])
     write_text_whole(out / REPORT_FILE, render(report, draw_all(report, out), extra, files))
     for name, filename in CSV_FILES.items():
         with replaced_whole(out / filename) as tmp:
@@ -41,10 +41,11 @@ def write_report(
     return out / REPORT_FILE
 
 
-def incidents(report: Report) -> list[str]:
+def incidents(report: Report, refused: list[str] | None = None) -> list[str]:
     """A "Failures and notes" section: every trial that failed, crashed, hung or was
     invalid (with why), record files that could not be read or were changed after they
-    were written, and resumed sessions; none when the run went cleanly."""
+    were written, profiler files not published (``refused``: they lead out of the sweep)
+    and resumed sessions; none when the run went cleanly."""
     from perflab.analysis.summary import EDITED
     from perflab.report.markdown_text import esc
 
@@ -54,6 +55,7 @@ def incidents(report: Report) -> list[str]:
         for r, why in v.failed.items()
     ]
     lines += [f"- skipped an unreadable file: {esc(s)}" for s in report.skipped]
+    lines += [f"- not published: {esc(why)}" for why in refused or []]
     lines += [
         f"- {esc(path)}: {EDITED} (its values passed the checks and are used as they are)"
         for path in report.summary.edited_records

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perflab.atomic import replaced_whole
 from perflab.config.plan import Variant
+from perflab.errors import OutsideSweep
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.sweepdir import PROFILE_DIR, TRACE_FILE
+from perflab.sweepdir import PROFILE_DIR, PROFILE_FILE, TRACE_FILE, inside, relative_name
 
 TRACES_DIR = "traces"
 SNAPSHOTS_DIR = "memory_snapshots"
@@ -45,6 +47,8 @@ class ProfilerFiles:
     snapshots: dict[str, str] = field(default_factory=dict)
     # True when the files were copied beside a report published outside the sweep
     published: bool = False
+    # files profile.json named that were neither linked nor copied, each with why
+    refused: list[str] = field(default_factory=list)
 
 
 def safe_name(label: str) -> str:
@@ -72,7 +76,7 @@ def folder_names(variants: list[Variant]) -> dict[str, str]:
     return names
 
 
-def snapshot_file(profile: dict[str, Any]) -> str | None:
+def snapshot_file(profile: dict[str, Any]) -> object:
     """The memory snapshot's file name (in the profile directory), when one was written."""
     entry = profile.get("memory_snapshot")
     return entry.get("file") if isinstance(entry, dict) else None
@@ -97,16 +101,39 @@ def publish(report: Report, out: Path) -> ProfilerFiles:
         for found, relative, copy in links:
             if not relative:
                 continue
+            source = _confined(report.sweep_dir, source_dir, relative, files.refused)
+            if source is None:
+                continue
             if in_sweep:
                 found[v.name] = f"{v.dir}/{PROFILE_DIR}/{relative}"
-            elif (source_dir / relative).exists():
+            elif source.is_file():
                 (out / copy).parent.mkdir(parents=True, exist_ok=True)
                 with replaced_whole(out / copy) as tmp:
-                    shutil.copyfile(source_dir / relative, tmp)
+                    shutil.copyfile(source, tmp)
                 found[v.name] = copy
     if not in_sweep:
         _prune(out, set(files.traces.values()) | set(files.snapshots.values()))
     return files
+
+
+def _confined(
+    sweep_dir: Path, source_dir: Path, relative: object, refused: list[str]
+) -> Path | None:
+    """The file profile.json names, resolved, when it is a relative path that stays in the
+    sweep directory (sweepdir.inside); else None, with a warning naming profile.json and
+    the value, also kept in ``refused`` for the report. A profile.json from another
+    machine or a hand may name anything: ``"../../secret"``, ``"/etc/shadow"``, or a trace
+    replaced by a link to either."""
+    profile = (source_dir / PROFILE_FILE).relative_to(sweep_dir).as_posix()
+    try:
+        if not relative_name(relative):
+            raise OutsideSweep(f"names {relative!r}, not a relative path inside the sweep")
+        return inside(sweep_dir, source_dir / str(relative))
+    except OutsideSweep as exc:
+        why = f"{profile}: {exc}; neither linked nor copied"
+        print(f"perflab: warning: {why}", file=sys.stderr)
+        refused.append(why)
+        return None
 
 
 def _prune(out: Path, keep: set[str]) -> None:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 report written (and no --fail-on gate matched); 1 a --fail-on gate matched,
 or had nothing to judge (every comparison NO DATA, no numerics check, no A/A sentinel
-result: a gate that cannot judge never passes); 2 bad arguments or not a sweep dir.
+result: a gate that cannot judge never passes); 2 bad arguments or not a sweep dir; 74 the
+disk filled while the report was written (perflab.exits.EXIT_OUTPUT_LOST).
 """
 
 from __future__ import annotations
@@ -209,7 +210,10 @@ def main(argv: list[str] | None = None) -> None:
             for r in against.rows
         ]
         print("\n".join(extra))
-    path = write_report(report, args.out, extra)
+    try:
+        path = write_report(report, args.out, extra)
+    except OSError as exc:
+        _output_lost(exc, args.out or args.sweep_dir)
     print(experiment_table(report.summary))
     print(f"report: {path}")
     run = Run(report.summary.unreliable, [report.summary.sentinel])
@@ -227,10 +231,32 @@ def _grouped(args: argparse.Namespace) -> None:
     except PerflabError as exc:
         print(f"perflab-report: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except OSError as exc:
+        _output_lost(exc, args.out or args.sweep_dir)
     summary = load_merged_summary(path.parent / SUMMARY_FILE)
     print(f"report: {path}")
     rows = [_row(c, f"{c.variant} [{c.group}]") for c in summary.comparisons]
     _gates(args.fail_on, rows, Run(summary.unreliable, summary.sentinels), len(summary.skipped))
+
+
+def _output_lost(exc: OSError, folder: Path) -> NoReturn:
+    """A disk that filled (or a quota reached) while the report was written: one line
+    naming the folder, and the exit code of a sweep stopped the same way. Every file is
+    written whole or not at all (perflab.atomic), so what the folder holds is whole, and
+    the sweep's records were only read. Any other OSError is a bug: its traceback shows."""
+    from perflab.errors import no_space, printable
+    from perflab.exits import EXIT_OUTPUT_LOST
+
+    if not no_space(exc):
+        raise exc
+    writing = f" (writing {exc.filename})" if exc.filename else ""
+    message = (
+        f"no space left on the disk of {folder}{writing}; the sweep's records are "
+        "untouched and every file there is whole (the old one or the new): free space, "
+        "then run perflab-report again"
+    )
+    print(f"perflab-report: stopped: {printable(message)}", file=sys.stderr)
+    sys.exit(EXIT_OUTPUT_LOST)
 
 
 def _gates(gates: list[str], rows: list[Row], run: Run, skipped: int) -> None:

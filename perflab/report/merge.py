@@ -16,11 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, RecordError
+from perflab.json_file import read_json
 from perflab.report.against import ENV_KEYS, compare_runs, section
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report, first_ok, load
 from perflab.summary_file import MergedSummary, tagged, write_summary
-from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, REPORT_FILE, SUMMARY_FILE
+from perflab.sweepdir import (
+    EXPERIMENT_FILE,
+    GROUPS_DIR,
+    GROUPS_FILE,
+    REPORT_FILE,
+    SUMMARY_FILE,
+    inside,
+    relative_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +57,31 @@ def machine_differences(machines: dict[str, dict[str, Any]]) -> list[str]:
 def load_groups(sweep_dir: Path) -> list[tuple[dict[str, Any], Report | None]]:
     path = Path(sweep_dir) / GROUPS_FILE
     try:
-        entries = json.loads(path.read_text())["groups"]
+        entries = read_json(path)["groups"]
         if not all(isinstance(e, dict) and {"key", "dir"} <= e.keys() for e in entries):
             raise ValueError("a group without key or dir")
+        # a group's directory is read from, and its report written to, GROUPS_DIR/dir
+        outside = [e["dir"] for e in entries if not relative_name(e["dir"])]
+        if outside:
+            raise ValueError(f"dir={outside[0]!r} is not a relative path inside {GROUPS_DIR}/")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RecordError(f"{path}: not a perflab groups index ({exc})") from exc
-    out = []
-    for entry in entries:
-        directory = Path(sweep_dir) / GROUPS_DIR / entry["dir"]
-        report = None
-        if (directory / "experiment.json").is_file():
-            try:
-                report = load(directory)
-            except (PerflabError, OSError, ValueError, KeyError, TypeError) as exc:
-                # one unreadable group must not hide the others
-                log.warning("group %s: unreadable (%s)", entry["key"], exc)
-                entry = {**entry, "state": f"unreadable: {exc}"}
-        out.append((entry, report))
-    return out
+    return [_group(Path(sweep_dir), entry) for entry in entries]
+
+
+def _group(sweep_dir: Path, entry: dict[str, Any]) -> tuple[dict[str, Any], Report | None]:
+    """One group of the index and its report: None for a group that has not written its
+    experiment.json yet, or whose directory cannot be read (its entry then says why; one
+    unreadable group must not hide the others)."""
+    directory = sweep_dir / GROUPS_DIR / entry["dir"]
+    try:
+        inside(sweep_dir, directory)
+        if not (directory / EXPERIMENT_FILE).is_file():
+            return entry, None
+        return entry, load(directory)
+    except (PerflabError, OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("group %s: unreadable (%s)", entry["key"], exc)
+        return {**entry, "state": f"unreadable: {exc}"}, None
 
 
 def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:

@@ -10,6 +10,7 @@ report.summary       # summary.json as perflab.summary_file.Summary (typed attri
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,12 @@ import pandas as pd
 from perflab.analysis.numerics import compare_probes
 from perflab.analysis.summary import Experiment, analyze, load_trials
 from perflab.config.plan import Plan, Variant, assignments
+from perflab.errors import OutsideSweep
 from perflab.profile.profile_file import load_profile
 from perflab.records import TrialRecord
 from perflab.summary_file import Comparison, Summary
 from perflab.summary_variants import Measured
-from perflab.sweepdir import profile_record
+from perflab.sweepdir import inside, profile_record
 
 # which evidence entry proves each treatment key took effect
 TREATMENT_EVIDENCE = {
@@ -191,6 +193,19 @@ def numerics_frame(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> pd.
     return pd.DataFrame(rows)
 
 
+def _profile(sweep_dir: Path, job_dir: str, skipped: list[str]) -> dict[str, Any] | None:
+    """A job's profile.json, unless a link leads it out of the sweep (then named in
+    ``skipped``, as an unreadable record is)."""
+    path = profile_record(sweep_dir / job_dir)
+    try:
+        inside(sweep_dir, path)
+    except OutsideSweep as exc:
+        print(f"perflab: warning: skipping {exc}", file=sys.stderr)
+        skipped.append(f"{path.relative_to(sweep_dir).as_posix()}: leads out of the sweep")
+        return None
+    return load_profile(path)
+
+
 def load(sweep_dir: str | Path, summary: Summary | None = None) -> Report:
     """Analyse a sweep directory from its records and build every table (``summary``:
     the analysis just computed from the same records, to save doing it twice)."""
@@ -200,7 +215,7 @@ def load(sweep_dir: str | Path, summary: Summary | None = None) -> Report:
     trials = load_trials(sweep_dir, experiment.plan, skipped)
     summary = summary if summary is not None else analyze(experiment, trials)
     plan = experiment.plan
-    profiles = {v.name: load_profile(profile_record(sweep_dir / v.dir)) for v in plan.variants}
+    profiles = {v.name: _profile(sweep_dir, v.dir, skipped) for v in plan.variants}
     return Report(
         sweep_dir,
         experiment,

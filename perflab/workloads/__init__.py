@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from perflab.config.compose import instantiation_problem
 from perflab.config.schema import PerflabConfig, TargetSpec, model_factory_kwargs
 from perflab.errors import ConfigError
 from perflab.workloads.data import build_dataset, build_loader, probe_batch
@@ -43,7 +44,7 @@ def build_model(cfg: PerflabConfig) -> nn.Module:
             cfg.model._target_,
             f"an importable factory accepting {sorted(kwargs) or 'no arguments'} "
             "(start from model=custom and pass arguments as +model.args.NAME=VALUE)",
-            _instantiation_problem(exc),
+            instantiation_problem(exc),
         ) from exc
     if not isinstance(model, nn.Module):
         raise ConfigError(
@@ -129,15 +130,6 @@ def check_factories(cfg: PerflabConfig) -> None:
             raise ConfigError(
                 field_name, target, "an importable module.function", str(exc).splitlines()[0]
             ) from exc
-
-
-def _instantiation_problem(exc: Exception) -> str:
-    """Hydra's message, minus its advice about HYDRA_FULL_ERROR, plus the real cause."""
-    text = str(exc).split(", set env var HYDRA_FULL_ERROR")[0].splitlines()[0]
-    cause = exc.__cause__
-    if cause is not None:
-        text += f" ({type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''})"
-    return text
 
 
 def make_loss(target: TargetSpec) -> LossFn:

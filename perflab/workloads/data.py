@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from perflab.config.compose import instantiation_problem
 from perflab.config.schema import InputSpec, TargetSpec
+from perflab.errors import ConfigError
 
 
 class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -92,9 +94,19 @@ def build_dataset(
 ) -> Dataset[Any]:
     if dataset_target is None:
         return SyntheticDataset(input_spec, target_spec, num_samples, seed, augment_passes)
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    return instantiate({"_target_": dataset_target, **dataset_args}, _convert_="all")
+    try:
+        return instantiate({"_target_": dataset_target, **dataset_args}, _convert_="all")
+    except InstantiationException as exc:  # as build_model says it of model._target_
+        raise ConfigError(
+            "data.dataset",
+            dataset_target,
+            f"an importable factory accepting {sorted(dataset_args) or 'no arguments'} "
+            "(pass them as +data.dataset_args.NAME=VALUE)",
+            instantiation_problem(exc),
+        ) from exc
 
 
 def build_loader(
