@@ -464,8 +464,7 @@ def child_process(root: Path) -> dict[str, Any]:
         "hydra.sweep.dir=sweep",
     ]
     result = perflab(work, args)
-    time.sleep(5)
-    started = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    started = {int(p) for p in pids.read_text().split()} if pids.exists() else set()
     got = layout(work / "sweep")
     return {
         "fault": "child_process",
@@ -475,16 +474,17 @@ def child_process(root: Path) -> dict[str, Any]:
         "same_layout": all(s == "ok" for v in got.values() for _, s in v),
         "stop": json.loads((work / "sweep" / "summary.json").read_text())["stop_reason"],
         "note": f"children started {len(started)}, alive after 5 s "
-        f"{sum(alive(pid) for pid in started)}; files in the chdir target "
+        f"{len(alive(started, 5.0))}; files in the chdir target "
         f"{len(os.listdir(elsewhere))}",
     }
 
 
-def deep_json(root: Path, reference_dir: Path) -> dict[str, Any]:
-    """A copy of a finished sweep whose record is 100,000 nested arrays: perflab-report,
-    the analysis and a resume skip it with a warning; the resume measures it again."""
+def deep_json(root: Path, reference: dict) -> dict[str, Any]:
+    """A finished sweep whose record is then 100,000 nested arrays: perflab-report, the
+    analysis and the same command skip it with a warning; the last measures it again."""
     sweep = root / "deep_json"
-    shutil.copytree(reference_dir, sweep, symlinks=True)
+    first = perflab(root, [*HEALTHY, f"hydra.sweep.dir={sweep}"])
+    assert first.returncode == 0, first.stderr
     record = sweep / "1" / "trials" / "r001.json"
     record.write_text("[" * 100_000 + "]" * 100_000)
     before = {p: t for p, t in finished(sweep).items() if p != record}
@@ -498,7 +498,7 @@ def deep_json(root: Path, reference_dir: Path) -> dict[str, Any]:
         "exit": f"{report.returncode}, {analysis.returncode}, {resumed.returncode}",
         "kept": f"{sum(finished(sweep).get(p) == t for p, t in before.items())}/{len(before)}",
         "no_record_for_interrupted": "n/a",
-        "same_layout": layout(sweep) == layout(reference_dir),
+        "same_layout": layout(sweep) == reference,
         "stop": json.loads((sweep / "summary.json").read_text())["stop_reason"],
         "note": f"warned: {'nested deeper' in report.stderr}; "
         f"re-measured: {json.loads(record.read_text())['status']}",
@@ -512,7 +512,7 @@ def helper_edited(root: Path) -> dict[str, Any]:
     work = root / "helper_edited"
     work.mkdir()
     (work / "helper_mod.py").write_text("SCALE = 1\n")
-    (work / "my_model.py").write_text("import helper_mod  # noqa: F401\n" + source)
+    (work / "my_model.py").write_text(source + "\nimport helper_mod  # noqa: E402, F401\n")
     args = [a.replace("tests.faulty.build", "my_model.build") for a in HEALTHY]
     args += [f"hydra.sweep.dir={work / 'sweep'}"]
     first = perflab(work, args)
@@ -688,7 +688,7 @@ def main() -> None:
         rows.append(memory_cap(root))
         rows.append(log_cap(root))
         rows.append(child_process(root))
-        rows.append(deep_json(root, reference_dir))
+        rows.append(deep_json(root, reference))
         rows.append(helper_edited(root))
         spent = time.monotonic() - start
     keys = ["fault", "exit", "kept", "no_record_for_interrupted", "same_layout", "stop", "note"]

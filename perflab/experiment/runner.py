@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.summary import load_trials
 from perflab.config.plan import Plan
 from perflab.config.schema import ScheduleConfig
-from perflab.errors import DiskFull, no_space
+from perflab.errors import DiskFull, RecordError, no_space
 from perflab.experiment import resume
 from perflab.experiment.schedule import VariantRun, check_all, run_experiment, run_profiles
+from perflab.records import load_record
 from perflab.summary_file import Summary
 from perflab.sweepdir import trial_record
 
@@ -107,26 +107,25 @@ def destroyed_records(setup: SweepSetup) -> list[str]:
     the sweep ran or kept left a readable record (a resumed sweep measures an unreadable
     one again), so such a record was destroyed while the sweep ran: deleted or
     overwritten by a trial's own code (a misbehaving model) or another process. Its
-    result is missing from the summary, so the sweep must not end as if complete."""
-    unreadable: list[str] = []
-    on_disk = load_trials(setup.sweep_dir, setup.plan, unreadable)
-    destroyed = list(unreadable)
+    result is missing from the summary, so the sweep must not end as if complete. Files
+    that never held one of its trials (a foreign file, a record of a future version, left
+    there before the sweep) are the analysis's to skip, not counted here."""
+    destroyed = []
     for variant in setup.plan.variants:
-        run, kept = setup.runs[variant.name], on_disk[variant.name]
-        # the ok trials are known by round (their costs); a failed one only by count
-        gone = [
-            name
-            for name in (
-                trial_record(run.job_dir, r).relative_to(setup.sweep_dir).as_posix()
-                for r in sorted(set(run.costs) - set(kept))
-            )
-            if not any(line.startswith(f"{name}: ") for line in unreadable)
-        ]
-        destroyed += [f"{name}: gone" for name in gone]
-        mine = [line for line in unreadable if line.startswith(f"{variant.dir}/")]
-        failed_gone = len(run.costs) + run.failures - len(kept) - len(gone) - len(mine)
-        if failed_gone > 0:
-            destroyed.append(f"{variant.dir}/trials: {failed_gone} failed trial(s)' records gone")
+        run = setup.runs[variant.name]
+        for round_ in sorted(run.finished):
+            path = trial_record(run.job_dir, round_)
+            name = path.relative_to(setup.sweep_dir).as_posix()
+            try:
+                record = load_record(path)
+            except RecordError as exc:
+                gone = not path.exists()
+                destroyed.append(
+                    f"{name}: " + ("gone" if gone else str(exc).removeprefix(f"{path}: "))
+                )
+                continue
+            if record.round != round_:
+                destroyed.append(f"{name}: holds round {record.round}'s record")
     return destroyed
 
 

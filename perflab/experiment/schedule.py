@@ -74,6 +74,9 @@ class VariantRun:
     costs: dict[int, float] = dataclasses.field(default_factory=dict)
     # the session of a resumed sweep that ran each round's trial (TrialRecord.session)
     sessions: dict[int, int] = dataclasses.field(default_factory=dict)
+    # the rounds of every trial taken into account, whatever its status: each has its
+    # record on disk (perflab.experiment.runner.destroyed_records checks at the end)
+    finished: set[int] = dataclasses.field(default_factory=set)
     # failed, crashed, timed out, or invalid (recompiled while timed): no usable number
     failures: int = 0
 
@@ -239,6 +242,7 @@ def count(
     """Take a finished trial (just run, or found on disk when resuming) into account; the
     first ok trial of a configuration fixes its trial length. ``session``: the session
     of the sweep that ran it (perflab.analysis.sessions.of_record)."""
+    run.finished.add(record.round)
     if record.status == "ok" and record.samples is not None:
         run.costs[record.round] = stats.trial_cost(record, metric)
         run.sessions[record.round] = session
