@@ -131,6 +131,7 @@ def test_a_shape_is_refused_by_its_largest_size(make_config):
         make_config("model.input.shape=[3,10000000000000000000]")
 
 
+@pytest.mark.slow
 def test_nan_and_inf_are_refused_in_every_float_field(make_config):
     for path in [p for p, kind in FIELDS.items() if kind.startswith("float")]:
         for value in ("nan", "inf", "-inf"):
@@ -268,6 +269,7 @@ EXITS = "tests.exits_at_import"
         (f"{EXITS}.x", {"PERFLAB_TEST_EXIT_HOW": "os._exit"}, "exited with code 3 while importing"),
     ],
 )
+@pytest.mark.slow
 def test_a_single_runs_broken_dataset_factory_is_bad_input(tmp_path, dataset, env, problem):
     # run from the repository, where tests.exits_at_import is importable
     run_dir = tmp_path / "run"

@@ -41,6 +41,7 @@ def record_path(stdout: str, cwd: Path) -> Path:
     return cwd / match.group(1)
 
 
+@pytest.mark.slow
 def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
     result = perflab(tmp_path, *TINY)
     assert result.returncode == 0, result.stderr
@@ -142,6 +143,7 @@ def test_perflab_report_bad_arguments_are_one_line(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "sweep" / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_fp16_autocast_on_cpu_is_refused_before_measuring(tmp_path):
     if cpu_runs_fp16_natively():
         pytest.skip("this CPU runs fp16 autocast natively")
@@ -152,6 +154,7 @@ def test_fp16_autocast_on_cpu_is_refused_before_measuring(tmp_path):
     assert not list(tmp_path.glob("outputs/*/*/trials/*.json"))
 
 
+@pytest.mark.slow
 def test_a_failing_trial_exits_1_and_keeps_a_failed_record(tmp_path):
     result = perflab(tmp_path, *TINY, "model.num_classes=2", "model.target.num_classes=50")
     assert result.returncode == 1
@@ -202,6 +205,7 @@ USER_MODEL = (
 )
 
 
+@pytest.mark.slow
 def test_user_model_and_dataset_from_the_working_directory(tmp_path):
     (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
     result = perflab(
@@ -218,6 +222,7 @@ def test_user_model_and_dataset_from_the_working_directory(tmp_path):
     assert record.config["model"]["args"] == {"width": 7}
 
 
+@pytest.mark.slow
 def test_user_factory_with_wrong_arguments_is_a_config_error(tmp_path):
     (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
     result = perflab(tmp_path, *USER_MODEL, "model._target_=usermod.build")
@@ -225,6 +230,7 @@ def test_user_factory_with_wrong_arguments_is_a_config_error(tmp_path):
     assert "model._target_=usermod.build:" in result.stderr and "width" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_crashing_trial_process_still_leaves_a_failed_record(tmp_path):
     (tmp_path / "usermod.py").write_text(textwrap.dedent(USER_MODULE))
     result = perflab(tmp_path, *USER_MODEL, "model._target_=usermod.crash")

@@ -243,3 +243,28 @@ def test_an_experiment_json_that_is_a_link_to_another_sweeps_is_refused(tmp_path
     (sweep / EXPERIMENT_FILE).symlink_to(elsewhere / EXPERIMENT_FILE)
     with pytest.raises(ValueError, match="leads out of the sweep directory"):
         Experiment.load(sweep)
+
+
+@pytest.mark.parametrize(
+    "spoil, named",
+    [
+        (lambda p: p.pop("overhead"), "overhead"),
+        (lambda p: p.update(families_us={"gemm": "12"}), "families_us"),
+        (lambda p: p.update(top_ops=[{"name": 3}]), "top_ops[0]"),
+        (lambda p: p.update(profiled_steps=0), "profiled_steps"),
+    ],
+)
+def test_a_profile_json_without_what_the_report_reads_is_skipped_and_named(tmp_path, spoil, named):
+    """The hostile pass fed perflab-report a profile.json of the right version holding
+    only "trace": a KeyError out of the report. Now it is an unreadable file, named."""
+    sweep = tmp_path / "sweep"
+    make_sweep(sweep)
+    _with_profile(sweep, f"{TRACE_DIR}/{TRACE_FILE}")
+    path = sweep / "1" / "profile" / PROFILE_FILE
+    profile = json.loads(path.read_text())
+    spoil(profile)
+    path.write_text(json.dumps(profile))
+    report = load(sweep)
+    assert report.profiles["1"] is None
+    assert report.skipped[0].startswith(f"1/profile/{PROFILE_FILE}: {named}")
+    assert "skipped an unreadable file: 1/profile/profile.json" in write_report(report).read_text()

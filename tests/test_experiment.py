@@ -38,6 +38,7 @@ def sweep_dir(cwd: Path) -> Path:
     return summary.parent
 
 
+@pytest.mark.slow
 def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     # Six rounds of 100-step trials, not FAST's three of 20, each in its own worker: with
     # three units (three rounds, or six at quick's two rounds a worker) the sentinel's t
@@ -117,6 +118,7 @@ def _assert_lengths_fixed_by_the_first_trial_of_each_configuration(root: Path, s
         assert v["trial_length"]["rule"] == "fixed" and len(v["trial_length"]["timed_steps"]) == 1
 
 
+@pytest.mark.slow
 def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
     result = perflab(
         tmp_path,
@@ -138,6 +140,7 @@ def test_a_failing_variant_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "FAILED trials in model.num_classes=2" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_impossible_variant_stops_the_sweep_before_measuring(tmp_path):
     if cpu_runs_fp16_natively():
         pytest.skip("this CPU runs fp16 autocast natively: nothing to refuse")
@@ -153,6 +156,7 @@ def test_a_sweep_without_a_baseline_is_refused(tmp_path):
     assert "no baseline for the sweep" in result.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_finished_trials_and_writes_a_partial_summary(tmp_path):
     import signal
     import time
@@ -187,6 +191,7 @@ def test_ctrl_c_keeps_finished_trials_and_writes_a_partial_summary(tmp_path):
     assert sum(v["ok"] for v in summary["variants"]) >= 2
 
 
+@pytest.mark.slow
 def test_a_factory_that_cannot_take_its_arguments_stops_the_sweep_first(tmp_path):
     (tmp_path / "usermod.py").write_text("def build(width):\n    raise AssertionError\n")
     result = perflab(

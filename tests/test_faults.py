@@ -260,6 +260,7 @@ def _quote(arg: str) -> str:
 # --- where perflab must not write -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_output_locations_perflab_must_not_write_into_are_refused(tmp_path):
     (tmp_path / "a-file").write_text("")
     foreign = tmp_path / "foreign"

@@ -557,6 +557,7 @@ def test_curated_bad_input(workdir, args):
     no_trials(workdir)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(case=wrong_type())
 def test_wrong_types_from_the_schema(workdir, case):
@@ -566,6 +567,7 @@ def test_wrong_types_from_the_schema(workdir, case):
     no_trials(workdir)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(args=out_of_range())
 def test_values_out_of_range(workdir, args):
@@ -573,6 +575,7 @@ def test_values_out_of_range(workdir, args):
     no_trials(workdir)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(args=too_large())
 def test_values_above_their_upper_bounds(workdir, args):
@@ -639,6 +642,7 @@ def bad_sweeps() -> st.SearchStrategy[list[str]]:
     )
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=16)
 @given(args=bad_sweeps())
 def test_sweeps_with_one_bad_value_measure_nothing(workdir, args):
@@ -696,6 +700,7 @@ def assert_fits(cfg: config.PerflabConfig, machine: size_rules.Machine) -> None:
     assert cfg.data.num_samples * 8 <= free  # the sampler's permutation alone
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=30)
 @given(args=sizes())
 def test_sizes_run_or_are_refused_in_one_line(workdir, args):

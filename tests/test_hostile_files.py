@@ -122,6 +122,7 @@ def analysis(sweep: Path) -> subprocess.CompletedProcess[str]:
 # --- (5) the local modules the model imports are in the code fingerprint -----------------
 
 
+@pytest.mark.slow
 def test_an_edited_helper_of_the_model_outside_git_refuses_the_resume_naming_it(tmp_path):
     project = user_project(tmp_path)
     first = perflab(project, *SWEEP)
@@ -162,6 +163,7 @@ def test_the_import_walk_follows_local_modules_only_and_is_bounded(tmp_path, mon
 # --- (8) JSON nested 100,000 deep is a corrupt file, never a RecursionError ---------------
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_record_is_skipped_by_the_report_and_the_analysis(tmp_path):
     sweep = tmp_path / "sweep"
     make_sweep(sweep)
@@ -177,6 +179,7 @@ def test_a_deeply_nested_record_is_skipped_by_the_report_and_the_analysis(tmp_pa
         assert f"nested deeper than {MAX_DEPTH} levels" in warning, (name, warning)
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_record_is_measured_again_by_a_resume(tmp_path):
     project = user_project(tmp_path)
     assert perflab(project, *SWEEP).returncode == 0
@@ -255,6 +258,7 @@ def test_experiment_json_is_versioned_and_a_newer_version_is_refused(tmp_path):
 # --- (12) a finished record destroyed by another trial fails the sweep ---------------------
 
 
+@pytest.mark.slow
 def test_a_record_destroyed_by_another_trial_makes_the_sweep_exit_1_naming_it(tmp_path):
     project = user_project(tmp_path)
     # two variants: the second deletes the first's round-0 record, then truncates its

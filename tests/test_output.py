@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
@@ -68,6 +69,7 @@ NOISY = (
 )
 
 
+@pytest.mark.slow
 def test_trial_noise_goes_to_per_trial_logs_and_traces_to_a_folder_per_variant(tmp_path):
     (tmp_path / "noisy.py").write_text(textwrap.dedent(NOISY_MODULE))
     sweep = tmp_path / "sweep"
@@ -131,6 +133,7 @@ def prints_then_crashes(_: object) -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
+@pytest.mark.slow
 def test_a_child_that_crashes_leaves_what_it_printed_in_its_log(tmp_path):
     log = tmp_path / "sweep" / "0" / "check.log"
     log.parent.parent.mkdir()  # a sweep directory exists before anything runs in it

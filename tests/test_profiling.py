@@ -97,6 +97,7 @@ def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, 
     assert profile["overhead"]["ratio"] > 0 and profile["trace_bytes"] == trace.stat().st_size
 
 
+@pytest.mark.slow
 def test_compiled_variant_names_its_inductor_cpp_kernels(tmp_path, make_config):
     profile, trace = _profile(tmp_path, make_config, "compile=true")
     assert profile["families_us"].get("c++ (inductor)", 0) > 0

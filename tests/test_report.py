@@ -69,6 +69,7 @@ def test_an_unfinished_sweep_is_reported_as_such(tmp_path):
     assert "**Incomplete**" in text and "Missing trials: amp=bf16 has 7 of 8" in text
 
 
+@pytest.mark.slow
 def test_perflab_report_command(tmp_path):
     make_sweep(tmp_path / "sweep")
     result = subprocess.run(
@@ -92,6 +93,7 @@ def test_plots_are_written_as_non_empty_pngs_and_linked(tmp_path):
     assert not (tmp_path / "scaling.png").exists()  # batch_size was not swept
 
 
+@pytest.mark.slow
 def test_fail_on_gates_exit_1_only_when_they_match(tmp_path):
     make_sweep(tmp_path)  # one comparison, FASTER, numerics OK
 
@@ -129,6 +131,7 @@ def test_against_compares_matching_variants_of_two_runs(tmp_path):
     assert any("FASTER" in line and "1.1" in line for line in rows[-2:])
 
 
+@pytest.mark.slow
 def test_against_refuses_different_environments_unless_forced(tmp_path):
     refused = against(tmp_path, torch="2.14.0+cpu")
     assert refused.returncode == 2
@@ -226,6 +229,7 @@ def test_gates_judge_what_has_data(tmp_path, capsys):
     assert "gate failed" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_grouped_sweep_without_data_fails_its_gates(tmp_path):
     from sweeps import make_sweep as sweep
 

@@ -125,6 +125,7 @@ def test_the_merged_summary_json_is_read_back_as_written(tmp_path):
     assert MergedSummary.from_dict(data) == merged
 
 
+@pytest.mark.slow
 def test_report_cli_gates_over_every_group(tmp_path):
     _grouped(tmp_path, torch_b="2.13.0+cpu")
     result = subprocess.run(

@@ -137,6 +137,7 @@ def _records(root: Path, job: str) -> list:
     return [load_record(p) for p in sorted((root / job / "trials").glob("r*.json"))]
 
 
+@pytest.mark.slow
 def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_path):
     result = perflab(
         tmp_path,
@@ -193,6 +194,7 @@ def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_pa
     assert "time per trial (18 trials, warm workers serving 2 rounds each): start" in result.stdout
 
 
+@pytest.mark.slow
 def test_fresh_processes_remain_a_choice(tmp_path):
     result = perflab(
         tmp_path,

@@ -20,8 +20,8 @@ import pandas as pd
 from perflab.analysis.numerics import compare_probes
 from perflab.analysis.summary import Experiment, analyze, load_trials
 from perflab.config.plan import Plan, Variant, assignments
-from perflab.errors import OutsideSweep
-from perflab.profile.profile_file import load_profile
+from perflab.errors import OutsideSweep, RecordError
+from perflab.profile.profile_file import read_profile
 from perflab.records import TrialRecord
 from perflab.summary_file import Comparison, Summary
 from perflab.summary_variants import Measured
@@ -194,16 +194,21 @@ def numerics_frame(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> pd.
 
 
 def _profile(sweep_dir: Path, job_dir: str, skipped: list[str]) -> dict[str, Any] | None:
-    """A job's profile.json, unless a link leads it out of the sweep (then named in
-    ``skipped``, as an unreadable record is)."""
+    """A job's profile.json; None without one, or when it cannot be used (a link out of
+    the sweep, a file without the values the report reads: named in ``skipped``, as an
+    unreadable record is)."""
     path = profile_record(sweep_dir / job_dir)
+    if not path.is_symlink() and not path.exists():
+        return None  # not profiled (profile=off, or the pass failed)
     try:
         inside(sweep_dir, path)
-    except OutsideSweep as exc:
+        return read_profile(path)
+    except RecordError as exc:  # OutsideSweep too
         print(f"perflab: warning: skipping {exc}", file=sys.stderr)
-        skipped.append(f"{path.relative_to(sweep_dir).as_posix()}: leads out of the sweep")
+        why = str(exc).split(": ", 1)[-1] if not isinstance(exc, OutsideSweep) else None
+        name = path.relative_to(sweep_dir).as_posix()
+        skipped.append(f"{name}: {why or 'leads out of the sweep'}")
         return None
-    return load_profile(path)
 
 
 def load(sweep_dir: str | Path, summary: Summary | None = None) -> Report:
