@@ -332,6 +332,9 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
         for j in jobs
     ]
     results, interrupted = launch_groups(members, sweep_dir, print)
+    destroyed = [f"{r['key']}: {name}" for r in results for name in r.get("destroyed", [])]
+    if destroyed:  # first, as in a sweep of one machine (_launch)
+        exits.report(exits.EXIT_FAILED, _destroyed(destroyed))
     lost = [r["key"] for r in results if r.get("state") == "failed"]
     failed = [f"{r['key']}: {label}" for r in results for label in r.get("failed", [])]
     if lost or failed:

@@ -106,6 +106,8 @@ def run_group(task: GroupTask) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "stop_reason": "interrupted" if result.interrupted else result.summary.stop_reason,
         "failed": [v.label for v in result.summary.variants if v.failed],
+        # finished trials whose records were destroyed while the group ran
+        "destroyed": result.destroyed,
         "report": str(result.report.relative_to(sweep_dir)),
         "seconds": round(time.monotonic() - start, 3),
         "phases_s": result.phases_s,
