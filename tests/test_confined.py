@@ -268,3 +268,17 @@ def test_a_profile_json_without_what_the_report_reads_is_skipped_and_named(tmp_p
     assert report.profiles["1"] is None
     assert report.skipped[0].startswith(f"1/profile/{PROFILE_FILE}: {named}")
     assert "skipped an unreadable file: 1/profile/profile.json" in write_report(report).read_text()
+
+
+@pytest.mark.parametrize(
+    "resumed", ["abc", [{"at_round": 1}], [{"at_round": "1", "trials_kept": 3, "at": "x"}]]
+)
+def test_an_experiment_json_with_unreadable_sessions_is_refused(tmp_path, resumed):
+    """Sessions place the records of a resumed sweep: a hostile "resumed" is refused as
+    an unreadable experiment.json, not a crash in the analysis."""
+    make_sweep(tmp_path)
+    data = json.loads((tmp_path / EXPERIMENT_FILE).read_text())
+    data["resumed"] = resumed
+    (tmp_path / EXPERIMENT_FILE).write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="resumed: not a list"):
+        Experiment.load(tmp_path)

@@ -95,6 +95,7 @@ class Experiment:
             raise ValueError(str(exc)) from exc
         data = read_json(path)
         cls._check_version(data)
+        cls._check_sessions(data)
         return cls(
             Plan.from_dict(data["plan"]),
             data["schedule"],
@@ -105,6 +106,20 @@ class Experiment:
             data.get("round_s", []),
             data.get("resumed", []),
         )
+
+    @staticmethod
+    def _check_sessions(data: dict[str, Any]) -> None:
+        """ValueError for a ``resumed`` or ``round_s`` the analysis cannot read: the
+        sessions place old records (perflab.analysis.sessions) and the report lists them."""
+        resumed, round_s = data.get("resumed", []), data.get("round_s", [])
+        keys = {"at_round": int, "trials_kept": int, "at": str}
+        if not isinstance(resumed, list) or not all(
+            isinstance(r, dict) and all(type(r.get(k)) is t for k, t in keys.items())
+            for r in resumed
+        ):
+            raise ValueError("resumed: not a list of {at_round, trials_kept, at}")
+        if not isinstance(round_s, list) or not all(type(x) in (int, float) for x in round_s):
+            raise ValueError("round_s: not a list of seconds")
 
     @classmethod
     def _check_version(cls, data: Any) -> None:
