@@ -11,7 +11,7 @@ from pathlib import Path
 
 import console_scripts
 import pytest
-from tiny import TINY, cpu_runs_fp16_natively
+from tiny import TINY, USER_MODEL, cpu_runs_fp16_natively
 
 from perflab.records import load_record
 
@@ -66,7 +66,7 @@ def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
     [
         (["batch_size=0"], "batch_size=0: too small; allowed: >= 1"),
         (["amp=maybe"], "amp=maybe: unknown value; allowed: off, bf16, fp16, true, false"),
-        (["model=nope"], "model=nope: no such option; allowed: convnet, custom, mlp, spin"),
+        (["model=nope"], "model=nope: no such option; allowed: convnet, custom, hf, mlp, spin"),
         (["model=mlp", "channels_last=true"], "channels_last=true: model has no 4-D inputs"),
         (["num_workers=-1"], "num_workers=-1: too small; allowed: >= 0"),
         (["batch_size=abc"], "batch_size=abc: Value 'abc' of type 'str' could not be converted"),
@@ -190,19 +190,6 @@ class Crash(nn.Module):
 def crash():
     return Crash()
 """
-
-USER_MODEL = (
-    "device=cpu",
-    "model=custom",
-    "model.input.shape=[5]",
-    "model.target.num_classes=3",
-    "batch_size=4",
-    "trial.warmup_steps=1",
-    "trial.warmup_s=0",
-    "trial.min_steps=3",
-    "trial.min_s=0",
-    "trial.max_s=2",
-)
 
 
 @pytest.mark.slow

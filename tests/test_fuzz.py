@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from sweeps import make_sweep
 
 from perflab import cli, exits
-from perflab.config import bounds, vocabulary
+from perflab.config import bounds, rules, vocabulary
 from perflab.config import schema as config
 from perflab.errors import ConfigError, PerflabError, format_value, printable
 from perflab.experiment import runner
@@ -188,9 +188,19 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "model.input.dtype": vocabulary.INPUT_DTYPES,
     "model.target.kind": vocabulary.TARGET_KINDS,
     "scaleout.executor": vocabulary.EXECUTORS,
+    # model=hf (model.input.task follows model.task, another value is refused)
+    "model.task": vocabulary.HF_TASKS,
+    "model.attn": vocabulary.HF_ATTENTION,
+    "model.input.task": vocabulary.HF_TASKS,
 }
 # String fields naming a factory "module.function"
 FACTORIES = {"model._target_", "data.dataset"}
+# String fields with a small grammar of their own (perflab.workloads.outputs): what is not
+# junk. model.output: a field name or a position; model.loss: a choice or a factory path.
+SELECTORS: dict[str, Callable[[str], bool]] = {
+    "model.output": lambda s: s.isidentifier() or s.lstrip("-").isdigit(),
+    "model.loss": lambda s: s in rules.LOSS_CHOICES or bool(FACTORY_PATH.fullmatch(s)),
+}
 # String fields where any text is a value (only a wrong type is junk)
 FREE_TEXT = {
     "schedule.label",
@@ -201,6 +211,10 @@ FREE_TEXT = {
     "scaleout.slurm.constraint",
     # a path: any text parses; a missing or unsafe file is refused (tests/test_workloads.py)
     "model.checkpoint",
+    # model=hf: an architecture transformers does not know is refused by the settings
+    # check, a directory without config.json when the config is validated (tests/test_hf.py)
+    "model.arch",
+    "model.path",
 }
 # Built-in models: their fields are fuzzed under model=NAME (custom needs a factory first)
 MODELS = [name for name in config.MODEL_SCHEMAS if name != "custom"]
@@ -293,6 +307,12 @@ def junk_for(field: Field) -> st.SearchStrategy[str]:
             quoted(outside),
             WORD.filter(lambda w: outside(w) and w.lower() not in {"true", "false", "null"}),
             st.sampled_from(["[a]", "{a:1}", *null]),
+        )
+    if field.path in SELECTORS:
+        valid = SELECTORS[field.path]
+        return st.one_of(
+            quoted(lambda s: not valid(s)),
+            st.sampled_from(["a..b", ".x", "1.2", "[a.b]", "{a:1}", *null]),
         )
     if field.path in FACTORIES:
         return st.one_of(
@@ -545,7 +565,8 @@ def test_every_field_is_fuzzed():
     """A new field gets junk of its type automatically; a new type, or a string field
     not classified here, fails this test instead of going unfuzzed."""
     strings = {f.path for f in FIELDS if f.kind.removesuffix(" | None") == "str"} - ENUMS.keys()
-    assert strings <= FACTORIES | FREE_TEXT, f"classify: {sorted(strings - FACTORIES - FREE_TEXT)}"
+    known = FACTORIES | FREE_TEXT | SELECTORS.keys()
+    assert strings <= known, f"classify: {sorted(strings - known)}"
     for f in FIELDS:
         junk_for(f)  # raises for a type with no junk
     assert {"batch_size", "trial.min_steps", "model.input.shape", "model.heads"} <= FIELD_PATHS

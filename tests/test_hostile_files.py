@@ -264,7 +264,12 @@ def test_a_record_destroyed_by_another_trial_makes_the_sweep_exit_1_naming_it(tm
     # two variants: the second deletes the first's round-0 record, then truncates its
     # round-1 record (each trial builds the model in a fresh process)
     victims = project / "sweep" / "0" / "trials"
-    result = perflab(project, *SWEEP, f"+model.args.victims='','{victims}'")
+    result = perflab(
+        project,
+        *SWEEP,
+        f"+model.args.victims='','{victims}'",
+        "+schedule.treatments={model.args.victims:''}",
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr

@@ -79,9 +79,9 @@ def test_spin_forward_lasts_at_least_step_us(make_config):
     ],
 )
 def test_losses(make_config, kind, target):
-    spec = make_config(f"model.target.kind={kind}").model.target
+    model = make_config(f"model.target.kind={kind}").model
     out = torch.randn(2, 10, requires_grad=True)
-    make_loss(spec)(out, target).backward()
+    make_loss(model)(out, target).backward()
     assert out.grad is not None
 
 

@@ -17,6 +17,21 @@ TINY = (
     "trial.max_s=2",
 )
 
+# A user's model (model=custom: add model._target_) of 5 features and 3 classes, with
+# whole trials well under a second on the CPU
+USER_MODEL = (
+    "device=cpu",
+    "model=custom",
+    "model.input.shape=[5]",
+    "model.target.num_classes=3",
+    "batch_size=4",
+    "trial.warmup_steps=1",
+    "trial.warmup_s=0",
+    "trial.min_steps=3",
+    "trial.min_s=0",
+    "trial.max_s=2",
+)
+
 
 def cpu_runs_fp16_natively() -> bool:
     """perflab refuses amp=fp16 on a CPU that only emulates it; the tests of that refusal

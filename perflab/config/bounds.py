@@ -168,9 +168,11 @@ MAXIMA: dict[str, Maximum] = {
     "model.stages": Maximum(16, "log2 of model.image_size's bound"),
     "model.vocab_size": Maximum(CLASSES, "64x the largest tokenizer vocabularies"),
     "model.num_classes": Maximum(CLASSES, "model.vocab_size's bound"),
+    "model.num_labels": Maximum(CLASSES, "model.vocab_size's bound"),
     "model.step_us": Maximum(60_000_000, "a minute per step"),
     "model.input.shape": Maximum(ELEMENTS, "1 PiB of float32 elements"),
     "model.input.high": Maximum(CLASSES, "model.vocab_size's bound"),
+    "model.input.mask_id": Maximum(CLASSES, "model.vocab_size's bound: an id in the vocabulary"),
     "model.target.num_classes": Maximum(CLASSES, "model.vocab_size's bound"),
     "model.target.shape": Maximum(ELEMENTS, "1 PiB of float32 elements"),
 }

@@ -1,10 +1,11 @@
 """The experiment plan: which variants a sweep has, which are compared with which.
 
 Built-in knobs have a known "off" baseline (amp off, compile off, channels_last off,
-num_workers 0, pin_memory off); ``schedule.treatments`` declares more (any key, with its
-baseline value). Every other swept key (batch_size, model, ...) splits the variants into
-cells, and comparisons stay inside a cell: each variant is compared with the variant of
-its cell whose treatment keys are all at their baseline values. A hidden A/A sentinel, a
+num_workers 0, pin_memory off; model=hf's eager attention, no checkpointing, no cache);
+``schedule.treatments`` declares more (any key, with its baseline value). Every other
+swept key (batch_size, model, ...) splits the variants into cells, and comparisons stay
+inside a cell: each variant is compared with the variant of its cell whose treatment
+keys are all at their baseline values. A hidden A/A sentinel, a
 second copy of the first cell's baseline, measures the noise floor.
 
 Plain data only: the plan is saved in experiment.json in the sweep directory so the analysis
@@ -28,6 +29,12 @@ BUILTIN_TREATMENTS: dict[str, Any] = {
     "fused": "off",
     "num_workers": 0,
     "pin_memory": False,
+    # model=hf's knobs (docs/configuration.md, "Hugging Face models"): eager attention is
+    # transformers' reference implementation, the one every other is checked against;
+    # checkpointing and the cache are off in a plain training step
+    "model.attn": "eager",
+    "model.gradient_checkpointing": False,
+    "model.use_cache": False,
 }
 SENTINEL = "sentinel"
 
@@ -141,6 +148,33 @@ def assignments(values: dict[str, Any], keys: Iterable[str] | None = None) -> st
     return " ".join(f"{k}={value_text(v)}" for k, v in chosen.items())
 
 
+# Swept keys that are the user's own knobs (a factory's arguments): swept, they ask for a
+# comparison, and perflab cannot know which value is the baseline. Sizes (batch_size,
+# model.hidden) swept alone are cells: a throughput table, no comparison needed.
+USER_KNOBS = ("model.args.", "data.dataset_args.")
+
+
+def _refuse_knobs_without_baseline(
+    variants: list[Variant], cell_keys: list[str], jobs: list[Job]
+) -> None:
+    """A sweep of a user's knob with no baseline would run its whole budget and then say
+    "no comparisons" (issue 26 saw 1 min 26 s spent so): refused before it starts, with
+    the line that declares the baseline."""
+    if any(v.baseline is not None for v in variants):
+        return
+    knob = next((k for k in cell_keys if k.startswith(USER_KNOBS)), None)
+    if knob is None:
+        return
+    first = value_text(jobs[0].values.get(knob))
+    raise ConfigError(
+        "schedule.treatments",
+        f"(none for {knob})",
+        f"the value {knob} is compared against: add '+schedule.treatments={{{knob}:{first}}}' "
+        "(or another of its swept values)",
+        f"{knob} is swept without a baseline, so no variant would be compared with another",
+    )
+
+
 def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Plan:
     """Group jobs into cells, find each cell's baseline, add the A/A sentinel."""
     swept = swept_keys(jobs)
@@ -185,6 +219,7 @@ def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Pla
                 baseline=None if base is None or base is job else str(base.num),
             )
         )
+    _refuse_knobs_without_baseline(variants, cell_keys, jobs)
     if sentinel:
         first = next(v for v in variants if v.baseline is None)
         variants.append(

@@ -124,6 +124,8 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
 
 # the fields every model config group option has (config.schema.ModelConfig's)
 MODEL_CONFIG_FIELDS = frozenset({"_target_", "input", "target", "checkpoint"})
+# model.loss besides a dotted path (perflab.workloads.outputs)
+LOSS_CHOICES = ("auto", "model", "target")
 
 
 def _is_model_config(model: Any) -> bool:
@@ -137,7 +139,7 @@ def _validate_model(model: Any) -> None:
         _is_model_config(model),
         "model",
         model,
-        "a model config group option (model=mlp, convnet, transformer, spin, custom)",
+        "a model config group option (model=mlp, convnet, transformer, spin, custom, hf)",
         "not a model config",
     )
     _require(
@@ -170,6 +172,27 @@ def _validate_model(model: Any) -> None:
     _one_of("model.target.kind", model.target.kind, TARGET_KINDS)
     if model.target.kind == "classes":
         _at_least("model.target.num_classes", model.target.num_classes, 1)
+    _validate_output_and_loss(model)
+
+
+def _validate_output_and_loss(model: Any) -> None:
+    """model.output and model.loss (perflab.workloads.outputs): their form only; whether
+    they fit the model's output is checked on the probe batch (perflab.measure.preflight)."""
+    output, loss = getattr(model, "output", "auto"), getattr(model, "loss", "auto")
+    _require(
+        isinstance(output, str) and (output.isidentifier() or output.lstrip("-").isdigit()),
+        "model.output",
+        output,
+        "auto, a field or key of the model's output (logits, last_hidden_state), or a position (0)",
+        "not a field name or a position",
+    )
+    _require(
+        loss in LOSS_CHOICES or _is_factory_path(loss),
+        "model.loss",
+        loss,
+        f"{', '.join(LOSS_CHOICES)}, or a dotted path to fn(output, target) -> scalar",
+        "not a loss",
+    )
 
 
 def _validate_data(data: DataConfig) -> None:
@@ -256,7 +279,9 @@ def _validate_scaleout(s: ScaleOutConfig) -> None:
 
 
 def _validate_combinations(cfg: PerflabConfig) -> None:
-    if cfg.channels_last:
+    # with a dataset of the user's own, model.input does not describe its batches: the
+    # settings check looks for a 4-D tensor in the probe batch (perflab.measure.preflight)
+    if cfg.channels_last and not cfg.data.dataset:
         shape = list(cfg.model.input.shape)
         _require(
             len(shape) == 3 and cfg.model.input.dtype == "float32",
@@ -266,6 +291,7 @@ def _validate_combinations(cfg: PerflabConfig) -> None:
             f"this model's model.input.shape is {shape} ({cfg.model.input.dtype})",
             "model has no 4-D inputs",
         )
+    _validate_hf_knobs(cfg)
     if cfg.data.source == "memory":
         _require(
             cfg.num_workers == 0,
@@ -273,5 +299,27 @@ def _validate_combinations(cfg: PerflabConfig) -> None:
             cfg.num_workers,
             "0 with data.source=memory (no DataLoader runs; data=memory is the default on "
             "cuda, add data=synthetic for a DataLoader)",
+            "has no effect",
+        )
+
+
+def _validate_hf_knobs(cfg: PerflabConfig) -> None:
+    """model=hf's checkpointing and cache knobs against the mode: settings transformers
+    would ignore are refused, so that a comparison never measures a knob that is off."""
+    model = cfg.model
+    if getattr(model, "gradient_checkpointing", False):
+        _require(
+            cfg.mode == "train",
+            "model.gradient_checkpointing",
+            True,
+            "false with mode=infer (it recomputes activations in the backward pass)",
+            "has no effect without a backward pass",
+        )
+        _require(
+            not getattr(model, "use_cache", False),
+            "model.use_cache",
+            True,
+            "false with model.gradient_checkpointing=true (transformers turns the cache off "
+            "while it checkpoints)",
             "has no effect",
         )

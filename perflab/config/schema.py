@@ -17,7 +17,8 @@ from typing import Any
 from omegaconf import MISSING
 
 from perflab.config.bounds import check_maxima
-from perflab.config.vocabulary import MODEL_RESERVED_KEYS
+from perflab.config.hf import TINY, mask_id, read_local_config, vocabulary
+from perflab.config.vocabulary import HF_ATTENTION, HF_TASKS, MODEL_RESERVED_KEYS
 from perflab.errors import ConfigError
 
 
@@ -60,6 +61,14 @@ class ModelConfig:
     # a state_dict file (torch.save) loaded into the built model with
     # torch.load(weights_only=True): tensors and plain containers only, never code
     checkpoint: str | None = None
+    # what the numerics check compares and a loss function receives, from an output that
+    # is not a tensor: auto (its logits, else its first tensor), or a field, key or
+    # position (perflab.workloads.outputs)
+    output: str = "auto"
+    # the loss backpropagated: auto (the model's own loss when its output carries one,
+    # e.g. a Hugging Face model given labels, else perflab's for target.kind), model (its
+    # own, required), target (perflab's), or pkg.module.fn: fn(output, target) -> scalar
+    loss: str = "auto"
 
 
 @dataclass
@@ -153,6 +162,131 @@ class CustomModelConfig(ModelConfig):
 
     # keyword arguments for the factory, e.g. +model.args.width=64
     args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TokenInputSpec(InputSpec):
+    """model=hf's input: one sample is a dict in Hugging Face's convention, input_ids
+    (int64, ``shape``, drawn from [0, high)), attention_mask (ones) and labels (by
+    ``task``), and the batch's target is its labels. HFConfig derives it from its task
+    and sizes (perflab.workloads.data.TokenDataset draws the samples)."""
+
+    shape: list[int] = field(default_factory=lambda: [ref("model.seq_len")])
+    dtype: str = "int64"
+    # the vocabulary: model.vocab_size, config.json's, or perflab's tiny 1024 (0 until
+    # the config is validated)
+    high: int = 0
+    # causal_lm: labels are the input ids (the model shifts them); masked_lm: ~15 % of
+    # the positions hold mask_id, labelled with the id they replace, -100 elsewhere;
+    # sequence_classification: one class id per sample, below model.num_labels
+    task: str = ref("model.task")
+    # masked_lm's mask id; null: the config's mask_token_id (model.config's, then
+    # config.json's), else high - 1
+    mask_id: int | None = None
+
+
+@dataclass
+class HFConfig(ModelConfig):
+    """A Hugging Face transformers model (pip install 'perflab[hf]'), built in the trial
+    process from its config class with random weights, or from a local directory's
+    config.json (its weights loaded when they are there); never from the network."""
+
+    _target_: str = "perflab.workloads.hf.build"
+    # a transformers model_type (gpt2, bert, llama, ...); with path, config.json's
+    arch: str = "gpt2"
+    # a local directory holding config.json, and the weights if they are to be loaded;
+    # null: the model is built from arch's config class
+    path: str | None = None
+    # the head: causal_lm, masked_lm, sequence_classification
+    task: str = "causal_lm"
+    # tokens per sample
+    seq_len: int = 64
+    # classes of sequence_classification (>= 2: transformers makes 1 a regression)
+    num_labels: int = 2
+    # the sizes, as transformers' common config names (num_hidden_layers, hidden_size,
+    # num_attention_heads, vocab_size); null: perflab's tiny size with arch (2 layers,
+    # width 64, 2 heads, 1024 ids), config.json's with path
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    vocab_size: int | None = None
+    # any other attribute of the transformers config, set last: +model.config.n_inner=512
+    config: dict[str, Any] = field(default_factory=dict)
+    # knobs: the attention implementation (config._attn_implementation), activation
+    # (gradient) checkpointing, and whether the forward builds a key/value cache
+    attn: str = "eager"
+    gradient_checkpointing: bool = False
+    use_cache: bool = False
+    input: TokenInputSpec = field(default_factory=TokenInputSpec)
+
+    def __post_init__(self) -> None:
+        check_maxima(self, "model.")
+        for name, allowed in (("task", HF_TASKS), ("attn", HF_ATTENTION)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(
+                    f"model.{name}", getattr(self, name), ", ".join(allowed), "unknown value"
+                )
+        if "vocab_size" in self.config:
+            raise ConfigError(
+                "model.config.vocab_size",
+                self.config["vocab_size"],
+                "model.vocab_size=N instead: the input ids are drawn from it",
+                "set through model.config",
+            )
+        if self.task == "sequence_classification" and self.num_labels < 2:
+            raise ConfigError(
+                "model.num_labels",
+                self.num_labels,
+                ">= 2 (transformers makes a head of 1 label a regression)",
+                "too small",
+            )
+        local = None
+        if self.path is not None:
+            local = read_local_config(self.path)
+            self.arch = local["model_type"]
+        else:
+            hidden, heads = self.hidden or TINY["hidden"], self.heads or TINY["heads"]
+            if hidden % heads:
+                raise ConfigError(
+                    "model.heads",
+                    heads,
+                    f"a divisor of the width (model.hidden, {hidden})",
+                    "does not divide the model width",
+                )
+        vocab = vocabulary(self.vocab_size, local, self.path)
+        self._derive_data(vocab)
+        if self.task == "masked_lm":
+            self.input.mask_id = mask_id(self.input.mask_id, self.config, local, vocab)
+
+    def _derive_data(self, vocab: int) -> None:
+        """model.input and model.target follow from the task and the sizes: set them, and
+        refuse a value set by hand that disagrees (it would be ignored otherwise)."""
+        if self.task == "sequence_classification":
+            target = TargetSpec(num_classes=self.num_labels, shape=[])
+        else:
+            target = TargetSpec(num_classes=vocab, shape=[self.seq_len])
+        derive = "model=hf derives its inputs from model.task and the sizes"
+        derived = {
+            "model.input.shape": (list(self.input.shape), [self.seq_len], "set model.seq_len"),
+            "model.input.dtype": (self.input.dtype, "int64", "token ids"),
+            "model.input.high": (self.input.high or vocab, vocab, "set model.vocab_size"),
+            "model.input.task": (self.input.task, self.task, "set model.task"),
+        }
+        for name, (value, wanted, how) in derived.items():
+            if value != wanted:
+                raise ConfigError(
+                    name, value, f"{wanted} ({how}: {derive})", "does not match the model"
+                )
+        if self.target not in (TargetSpec(), target):
+            t = self.target
+            raise ConfigError(
+                "model.target",
+                f"kind={t.kind} num_classes={t.num_classes} shape={t.shape}",
+                f"the target model=hf derives from model.task and the sizes (leave it unset): "
+                f"kind={target.kind} num_classes={target.num_classes} shape={target.shape}",
+                "does not match the model",
+            )
+        self.input.high, self.target = vocab, target
 
 
 @dataclass
@@ -418,4 +552,5 @@ MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
     "transformer": TransformerConfig,
     "spin": SpinConfig,
     "custom": CustomModelConfig,
+    "hf": HFConfig,
 }

@@ -19,6 +19,11 @@ TARGET_KINDS = ("classes", "regression", "none")
 METRICS = ("latency", "throughput")
 # schedule.isolation: warm workers serving several trials, or a fresh process per trial
 ISOLATIONS = ("worker", "process")
+# model=hf: the task heads perflab builds and feeds (transformers' AutoModelFor... classes)
+HF_TASKS = ("causal_lm", "masked_lm", "sequence_classification")
+# model.attn: transformers' attention implementations (attn_implementation); whether one
+# runs here (flash attention needs CUDA and its package) is checked in the trial process
+HF_ATTENTION = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
 
 
 # torch.manual_seed takes seeds up to 2**64 - 1; a larger one failed the trial
@@ -26,4 +31,4 @@ SEED_MAX = 2**64 - 1
 
 
 # Keys of a model node that perflab reads itself; every other key goes to the factory.
-MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args", "checkpoint")
+MODEL_RESERVED_KEYS = ("_target_", "input", "target", "args", "checkpoint", "output", "loss")

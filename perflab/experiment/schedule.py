@@ -35,7 +35,7 @@ from perflab.errors import (
     no_space,
 )
 from perflab.experiment.settle import settle
-from perflab.isolation import Worker, describe_exit, drop_if_empty, run_isolated
+from perflab.isolation import Outcome, Worker, describe_exit, drop_if_empty, run_isolated
 from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
 from perflab.summary_file import Summary
 from perflab.sweepdir import (
@@ -91,15 +91,32 @@ def check_all(runs: dict[str, VariantRun]) -> dict[str, list[str]]:
     warnings = {}
     for name, run in runs.items():
         log = run.job_dir / CHECK_LOG
-        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=120, log=log)
+        # the check runs a user's model on its probe batch (perflab.measure.preflight):
+        # no longer than a trial may run
+        timeout_s = min(CHECK_TIMEOUT_S, run.request.config.trial.timeout_s)
+        result = run_isolated(CHECK_SETTINGS, run.request, timeout_s=timeout_s, log=log)
         if result.kind == "crashed":
             _name_the_factory_that_ends_the_process(run)
         if result.kind == "config_error":
             raise PerflabError(result.message)
+        if result.kind in ("crashed", "timeout"):
+            # the model's forward crashed or hung on its probe batch: its trials will
+            # record that as failed, and the other variants are measured
+            warnings[name] = [f"the settings check {_ended(result)}; its trials will show why"]
+            continue
         if result.kind != "ok":
             raise RuntimeError(f"checking variant {name} failed: {result.message}")
         warnings[name] = result.value
     return warnings
+
+
+# how long the settings check of a variant may take at most (it builds a user's model
+# and runs its probe batch)
+CHECK_TIMEOUT_S = 120.0
+
+
+def _ended(result: Outcome) -> str:
+    return "hung" if result.kind == "timeout" else f"crashed ({result.message.splitlines()[0]})"
 
 
 # the function that imports one factory alone (perflab.measure.trial)

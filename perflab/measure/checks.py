@@ -22,14 +22,9 @@ from perflab.measure.steps import (
     to_device,
 )
 from perflab.records import Probe, TrialRecord
+from perflab.workloads.outputs import output_tensor
 
 PROBE_SAMPLE_SIZE = 4096
-
-
-def _flatten_output(out: Any) -> torch.Tensor:
-    if isinstance(out, torch.Tensor):
-        return out
-    return knobs.first_tensor(out)
 
 
 def numerics_probe(
@@ -56,12 +51,13 @@ def numerics_probe(
         with torch.inference_mode(), autocast:
             out = call_model(prep.runner, x)
             loss = prep.workload.loss_fn(out, y)
-    flat = _flatten_output(out).detach().reshape(-1)
+    picked = output_tensor(out, cfg.model.output)
+    flat = picked.detach().reshape(-1)
     stride = max(1, flat.numel() // PROBE_SAMPLE_SIZE)
     return Probe(
         batch_size=cfg.batch_size,
         loss=float(loss.detach().float()),
-        output_shape=list(_flatten_output(out).shape),
+        output_shape=list(picked.shape),
         output_dtype=str(flat.dtype).removeprefix("torch."),
         output_norm=float(flat.double().norm()),
         output_sample=[float(v) for v in flat[::stride][:PROBE_SAMPLE_SIZE].float().cpu()],

@@ -55,6 +55,7 @@ def machine() -> dict[str, Any]:
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         # read from package metadata: importing triton costs seconds and is not needed
         "triton": _package_version("triton"),
+        "transformers": _package_version("transformers"),
         "hydra": _package_version("hydra-core"),
         "perflab": _package_version("perflab"),
         "platform": platform.platform(),

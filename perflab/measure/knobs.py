@@ -83,6 +83,30 @@ def apply_channels_last(model: nn.Module, enabled: bool) -> nn.Module:
     return model.to(memory_format=torch.channels_last) if enabled else model  # type: ignore[call-overload]
 
 
+def channels_last_batch(value: Any) -> Any:
+    """A batch with every 4-D floating tensor in it channels_last: a tensor, or the
+    tensors of a tuple, list or dict batch (a user's dataset may yield any of them; a
+    tuple batch once failed with "'list' object has no attribute 'contiguous'")."""
+    if isinstance(value, torch.Tensor):
+        four_d = value.dim() == 4 and value.is_floating_point()
+        return value.contiguous(memory_format=torch.channels_last) if four_d else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(channels_last_batch(v) for v in value)
+    if isinstance(value, dict):
+        return {k: channels_last_batch(v) for k, v in value.items()}
+    return value
+
+
+def four_d_tensors(value: Any) -> list[torch.Tensor]:
+    """The 4-D floating tensors of a batch: what channels_last can change."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.dim() == 4 and value.is_floating_point() else []
+    items = value.values() if isinstance(value, dict) else value
+    if isinstance(value, (list, tuple, dict)):
+        return [t for v in items for t in four_d_tensors(v)]
+    return []
+
+
 def apply_compile(model: nn.Module, resolved: Resolved, dynamic: bool | None) -> nn.Module:
     if resolved.compile_mode is None:
         return model

@@ -5,13 +5,22 @@ come back as warnings."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
 
 from perflab.config.schema import PerflabConfig
 from perflab.errors import ConfigError
-from perflab.measure.resolve import resolve
+from perflab.measure.knobs import autocast, four_d_tensors
+from perflab.measure.resolve import Resolved, resolve
+from perflab.measure.steps import call_model, to_device
 from perflab.trial_request import TrialRequest
-from perflab.workloads import check_factories, locate
+from perflab.workloads import build_workload, check_factories, locate
+from perflab.workloads.outputs import output_tensor
 
 
 def user_code_importable(request: TrialRequest) -> None:
@@ -21,15 +30,93 @@ def user_code_importable(request: TrialRequest) -> None:
 
 
 def check_settings(request: TrialRequest) -> list[str]:
-    """Resolve the config on this machine without running anything: raises ConfigError
-    for impossible settings (sizes that cannot fit among them) or factories that cannot
-    be imported or built with their arguments, returns the warnings for unwise ones."""
-    user_code_importable(request)
-    warnings = resolve(request.config).warnings
-    for field_name, target in factory_fields(request.config).items():
-        _import_factory(field_name, target)
-    check_factories(request.config)
-    return warnings
+    """Resolve the config on this machine without timing anything: raises ConfigError
+    for impossible settings (sizes that cannot fit among them), factories that cannot
+    be imported or built with their arguments, or a user's model whose output or loss
+    does not fit (check_probe_batch); returns the warnings for unwise ones."""
+    with _marked_as_check():
+        user_code_importable(request)
+        resolved = resolve(request.config)
+        for field_name, target in factory_fields(request.config).items():
+            _import_factory(field_name, target)
+        check_factories(request.config)
+        cfg = request.config
+        if cfg.data.dataset or not cfg.model._target_.startswith(BUILT_IN_MODELS):
+            check_probe_batch(cfg, resolved)
+    return resolved.warnings
+
+
+@contextlib.contextmanager
+def _marked_as_check() -> Iterator[None]:
+    """PROCESS_ENV=check while the check runs the user's code, so that the code can tell
+    it from a trial (and skip what it does once per trial); restored afterwards, as a
+    test may run the check in its own process and start trials after it."""
+    before = os.environ.get(PROCESS_ENV)
+    os.environ[PROCESS_ENV] = "check"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[PROCESS_ENV]
+        else:
+            os.environ[PROCESS_ENV] = before
+
+
+def _shapes(value: Any) -> str:
+    """The shapes of a batch's tensors, for a message."""
+    if isinstance(value, torch.Tensor):
+        return str(list(value.shape))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_shapes(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_shapes(v) for v in value)
+    return type(value).__name__
+
+
+# set to "check" in the settings check's process (docs/configuration.md, "Your own model")
+PROCESS_ENV = "PERFLAB_PROCESS"
+# perflab's own models: their output and loss are known to fit (tests/test_workloads.py),
+# so the settings check does not build them
+BUILT_IN_MODELS = ("perflab.workloads.models.", "perflab.workloads.spin.")
+
+
+def check_probe_batch(cfg: PerflabConfig, resolved: Resolved) -> None:
+    """Build the user's model and run its probe batch through it once, forward and loss,
+    as the step will: an output that model.output cannot pick from, a loss that is not a
+    scalar or cannot pair the output with the target, or a forward that raises, is a
+    ConfigError naming the field before anything is measured, rather than a failed
+    first trial after other variants have spent the budget. A model or loss that fails
+    in any other way (raises, runs out of memory, crashes, hangs) is left to the trial,
+    which records it as failed while the sweep goes on: that may depend on the batch or
+    the machine, not only on the config."""
+    try:
+        workload = build_workload(cfg, cfg.seed, batches=False)
+        device = torch.device(resolved.device)
+        model = workload.model.to(device).train(cfg.mode == "train")
+        x, y = workload.probe
+        x, y = to_device(x, device, False), to_device(y, device, False)
+        if cfg.channels_last and not four_d_tensors(x):
+            raise ConfigError(
+                "channels_last",
+                True,
+                "true only for batches holding a 4-D float tensor ([N, C, H, W])",
+                f"no tensor of this workload's batch is 4-D ({_shapes(x)})",
+            )
+        with torch.set_grad_enabled(cfg.mode == "train"), autocast(resolved):
+            out = call_model(model, x)
+            loss = workload.loss_fn(out, y)
+            output_tensor(out, cfg.model.output)
+    except ConfigError:
+        raise
+    except Exception:  # noqa: BLE001 - the trial records it, with its traceback
+        return
+    if cfg.mode == "train" and not loss.requires_grad:
+        raise ConfigError(
+            "model.loss",
+            cfg.model.loss,
+            "a loss computed from the model's output, so that backward reaches its weights",
+            "the loss does not depend on the model's parameters",
+        )
 
 
 def factory_fields(cfg: PerflabConfig) -> dict[str, str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from perflab.config.schema import PerflabConfig
+from perflab.config.schema import HFConfig, PerflabConfig
 from perflab.errors import ConfigError
 from perflab.measure.sizes import check_sizes, machine_now, usable_cores
 
@@ -102,6 +102,15 @@ def _check_fused(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
         )
 
 
+def _check_hf(cfg: PerflabConfig, device: str) -> None:
+    """model=hf: transformers installed (else one line naming the extra), and a model
+    that can be built here with the attention implementation asked for."""
+    if isinstance(cfg.model, HFConfig):
+        from perflab.workloads import hf  # imports transformers, which nothing else needs
+
+        hf.check(cfg.model, device, cfg.mode)
+
+
 def _note_device_defaults(cfg: PerflabConfig, device: str, warnings: list[str]) -> None:
     """Say which defaults the fields the user did not set took, when they are not the
     cpu ones perflab always had, and when they do not match the device the trial got."""
@@ -153,6 +162,7 @@ def resolve(cfg: PerflabConfig) -> Resolved:
     _note_device_defaults(cfg, device, warnings)
     amp_dtype = _resolve_amp(cfg, device, warnings)
     _check_fused(cfg, device, warnings)
+    _check_hf(cfg, device)
     check_sizes(cfg, machine_now(device), warnings)
     _warn_unwise(cfg, device, warnings)
     compile_mode = None if cfg.compile == "off" else cfg.compile

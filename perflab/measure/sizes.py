@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from perflab.config.schema import PerflabConfig
+from perflab.config.schema import PerflabConfig, TokenInputSpec
 from perflab.errors import ConfigError
 
 MIB = 2**20
@@ -161,6 +161,10 @@ def sample_bytes(cfg: PerflabConfig) -> int:
     """Bytes of one sample's input and target, as model.input and model.target say."""
     model = cfg.model
     inputs = math.prod(model.input.shape) * ELEMENT_BYTES[model.input.dtype]
+    if isinstance(model.input, TokenInputSpec):
+        # model=hf's dict: input_ids, an attention_mask as large, and the labels, which
+        # are the target too (perflab.workloads.data.TokenDataset)
+        inputs = 2 * inputs + math.prod(model.target.shape) * CLASS_ID_BYTES
     if model.target.kind == "classes":
         return inputs + math.prod(model.target.shape) * CLASS_ID_BYTES
     return inputs + SCALAR_TARGET_BYTES

@@ -84,9 +84,7 @@ def prepare(cfg: PerflabConfig, resolved: Resolved) -> Prepared:
 
     def input_fn(x: Any) -> Any:
         x = to_device(x, device, non_blocking)
-        if cfg.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x
+        return knobs.channels_last_batch(x) if cfg.channels_last else x
 
     if workload.loader is None:
         # data.source=memory: move the one batch to the device once, outside any timing.

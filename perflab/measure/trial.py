@@ -26,7 +26,7 @@ from perflab.analysis.steady import Warmup, kept_samples
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
 from perflab.isolation import output_to
-from perflab.measure import environment, knobs, memory, telemetry
+from perflab.measure import environment, hf_knobs, knobs, memory, telemetry
 from perflab.measure.checks import evidence_pass, memory_by_phase, numerics_probe
 from perflab.measure.preflight import exit_status, user_code_importable
 from perflab.measure.resolve import Resolved, resolve
@@ -437,5 +437,6 @@ def _run(
         record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
         record.probe = numerics_probe(cfg, resolved, prep, built.snapshot)
         evidence_pass(cfg, resolved, prep, record)
+        record.evidence.update(hf_knobs.evidence_of(cfg, resolved, prep))
         record.cost_s["checks"] = round(time.perf_counter() - start, 6)
     del pad  # held until here on purpose

@@ -9,6 +9,32 @@ from perflab.report.markdown_text import code, esc, table
 from perflab.report.markdown_text import num as _num
 from perflab.report.tables import Report
 
+# A profiled step costs 1.2-2x an unprofiled one on small CPU models here (the profiler's
+# own host work; docs/design.md, "Profiling"). A profiled step beyond twice the timed
+# median ran in another regime (the profiler's overhead dominating a short step, a cold
+# process): its times describe that, not the timed step.
+PROFILED_OFF_LIMIT = 2.0
+# Where the profiles' change per step disagrees with the timed difference by more than the
+# timed difference itself (and by more than this share of the baseline's step), their
+# family attribution explains something else: it is not shown as the explanation.
+ATTRIBUTION_SLACK = 0.05
+
+
+def _timed_s(report: Report, name: str) -> float | None:
+    """The variant's timed median step, in seconds."""
+    variant = report.summary.variant(name)
+    return variant.measured.step_ns.p50 / 1e9 if variant.measured else None
+
+
+def _off_timed(report: Report, name: str, profile: dict[str, Any]) -> float | None:
+    """How many times the timed median a profiled step took, when beyond
+    PROFILED_OFF_LIMIT; None otherwise."""
+    timed = _timed_s(report, name)
+    profiled = profile["overhead"]["profiled_step_s"]
+    if not timed or profiled / timed <= PROFILED_OFF_LIMIT:
+        return None
+    return float(profiled / timed)
+
 
 def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
     """Per variant, from its separate untimed profiling trial: where the time goes by
@@ -43,6 +69,16 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
             f"({_num(o['ratio'], '.2f')}x profiler overhead); {trace}",
             "",
         ]
+        off = _off_timed(report, v.name, p)
+        if off is not None:
+            timed_ms = (_timed_s(report, v.name) or 0.0) * 1e3
+            lines += [
+                f"> **Off its timed step**: a profiled step took {off:.1f}x the timed "
+                f"median ({o['profiled_step_s'] * 1e3:.2f} ms against {timed_ms:.2f} ms), "
+                f"beyond the profiler's usual overhead (up to {PROFILED_OFF_LIMIT:g}x): the "
+                "times below describe the profiled run, not the timed steps.",
+                "",
+            ]
         total = sum(p["families_us"].values()) or 1.0
         rows = [
             [esc(f), f"{us / 1e3:.2f}", f"{us / total:.0%}"] for f, us in p["families_us"].items()
@@ -116,6 +152,14 @@ def why_section(report: Report) -> list[str]:
             continue  # profiles written before perflab recorded their step count
         measured = (steps[base.name] - steps[variant.name]) / 1e6
         d = delta_breakdown(bp, vp, measured)
+        head = (
+            f"- {esc(variant.label)} vs {esc(base.label)}: timed steps "
+            f"{'saved' if measured >= 0 else 'lost'} {abs(measured):.2f} ms"
+        )
+        why_not = _not_an_explanation(report, (variant.name, vp), (base.name, bp), d)
+        if why_not:
+            lines.append(f"{head}; {why_not}")
+            continue
         parts = ", ".join(
             f"{esc(f)} {ms:+.2f}" for f, ms in d["families_ms"].items() if abs(ms) >= 0.005
         )
@@ -139,6 +183,40 @@ def why_section(report: Report) -> list[str]:
         *lines,
         "",
     ]
+
+
+def _not_an_explanation(
+    report: Report,
+    variant: tuple[str, dict[str, Any]],
+    base: tuple[str, dict[str, Any]],
+    d: dict[str, Any],
+) -> str:
+    """Why the profiles' family attribution does not explain this comparison's timed
+    difference ("" when it may): a profiled step far off its timed median, or a profiled
+    change that disagrees with the timed one by more than the timed difference itself.
+    On a short step the profiler's overhead can move the families by ten times the
+    timed difference (10 ms against 0.55 ms once), which no reader should take for its
+    cause."""
+    off = [
+        f"{report.experiment.plan.by_name(name).label} ran {ratio:.1f}x its timed median"
+        for name, profile in (variant, base)
+        if (ratio := _off_timed(report, name, profile)) is not None
+    ]
+    measured, profiled = d["measured_saving_ms"], d["profiled_saving_ms"]
+    base_step_ms = (_timed_s(report, base[0]) or 0.0) * 1e3
+    disagree = abs(profiled - measured) > max(abs(measured), ATTRIBUTION_SLACK * base_step_ms)
+    if not off and not disagree:
+        return ""
+    reasons = list(off)
+    if disagree:
+        reasons.append(
+            f"the profiles' change per step, {profiled:+.2f} ms saved, is not the timed one"
+        )
+    return (
+        f"no family attribution shown ({'; '.join(reasons)}): something other than the "
+        "timed difference dominates these profiles, on a short step usually the profiler's "
+        "own overhead; profile a longer step (a larger batch) to see where it comes from"
+    )
 
 
 def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list[str]:

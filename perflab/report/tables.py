@@ -35,6 +35,10 @@ TREATMENT_EVIDENCE = {
     "fused": "fused",
     "num_workers": "data_loader",
     "pin_memory": "data_loader",
+    # model=hf's knobs (perflab.measure.hf_knobs)
+    "model.attn": "model.attn",
+    "model.gradient_checkpointing": "model.gradient_checkpointing",
+    "model.use_cache": "model.use_cache",
 }
 
 

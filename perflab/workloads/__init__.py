@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from perflab.config.compose import instantiation_problem
-from perflab.config.schema import PerflabConfig, TargetSpec, model_factory_kwargs
+from perflab.config.schema import ModelConfig, PerflabConfig, model_factory_kwargs
 from perflab.errors import ConfigError
+from perflab.workloads import outputs
 from perflab.workloads.data import build_dataset, build_loader, probe_batch
-
-LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
+from perflab.workloads.outputs import LossFn
 
 
 @dataclass
@@ -39,6 +39,8 @@ def build_model(cfg: PerflabConfig) -> nn.Module:
     try:
         model = instantiate({"_target_": cfg.model._target_, **kwargs}, _convert_="all")
     except InstantiationException as exc:
+        if isinstance(exc.__cause__, ConfigError):
+            raise exc.__cause__ from None  # the factory's own words on one of its fields
         raise ConfigError(
             "model._target_",
             cfg.model._target_,
@@ -64,9 +66,13 @@ def locate(path: str) -> Any:
 
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
         try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            ours = exc.name is None or f"{module}.".startswith(f"{exc.name}.")
+            if not ours:
+                raise  # the module exists but needs one that does not: that is the cause
             continue
         for attr in parts[cut:]:
             obj = getattr(obj, attr)
@@ -116,34 +122,57 @@ def check_factories(cfg: PerflabConfig) -> None:
             "an existing state_dict file (relative paths: from where perflab runs)",
             "no such file",
         )
-    targets = [("model._target_", cfg.model._target_, model_factory_kwargs(cfg.model))]
+    targets: list[tuple[str, str, tuple[Any, ...], dict[str, Any]]] = [
+        ("model._target_", cfg.model._target_, (), model_factory_kwargs(cfg.model))
+    ]
     if cfg.data.dataset:
-        targets.append(("data.dataset", cfg.data.dataset, dict(cfg.data.dataset_args)))
-    for field_name, target, kwargs in targets:
+        targets.append(("data.dataset", cfg.data.dataset, (), dict(cfg.data.dataset_args)))
+    if cfg.model.loss not in ("auto", "model", "target"):
+        targets.append(("model.loss", cfg.model.loss, ("output", "target"), {}))
+    for field_name, target, args, kwargs in targets:
+        factory = _importable(field_name, target)
         try:
-            inspect.signature(locate(target)).bind(**kwargs)
+            inspect.signature(factory).bind(*args, **kwargs)
         except TypeError as exc:  # the arguments do not fit the signature
-            raise ConfigError(
-                field_name, target, f"a factory accepting {sorted(kwargs)}", str(exc)
-            ) from exc
-        except (ImportError, ValueError, AttributeError) as exc:  # not importable
-            raise ConfigError(
-                field_name, target, "an importable module.function", str(exc).splitlines()[0]
-            ) from exc
+            wanted = "fn(output, target)" if args else f"a factory accepting {sorted(kwargs)}"
+            raise ConfigError(field_name, target, wanted, str(exc)) from exc
+        except ValueError as exc:  # no signature to bind (a builtin): called as it is
+            if "no signature found" not in str(exc):
+                raise
 
 
-def make_loss(target: TargetSpec) -> LossFn:
-    def classes(out: Any, y: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(out.flatten(0, -2), y.flatten())
+def _importable(field_name: str, target: str) -> Any:
+    """The object ``target`` names, imported; ConfigError naming the field and the real
+    cause when it cannot be: torchvision on a torch it was not built for once read
+    "Error loading 'torchvision.models.resnet18':" with its cause, a RuntimeError
+    ("operator torchvision::nms does not exist"), nowhere on the line."""
+    try:
+        return locate(target)
+    except (ImportError, AttributeError) as exc:  # no such module or function
+        cause = exc.__cause__ or exc.__context__
+        why = _first_line(exc) + (
+            f" ({type(cause).__name__}: {_first_line(cause)})" if cause else ""
+        )
+        raise ConfigError(field_name, target, "an importable module.function", why) from exc
+    except Exception as exc:  # noqa: BLE001 - the module raised while it was imported
+        raise ConfigError(
+            field_name,
+            target,
+            "a factory whose module imports",
+            f"importing it raised {type(exc).__name__}: {_first_line(exc)}",
+        ) from exc
 
-    def regression(out: Any, y: torch.Tensor) -> torch.Tensor:
-        y = y.view(y.shape[0], *([1] * (out.dim() - 1))).expand_as(out)
-        return nn.functional.mse_loss(out.float(), y.float())
 
-    def mean(out: Any, y: torch.Tensor) -> torch.Tensor:
-        return out.float().mean()
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
-    return {"classes": classes, "regression": regression, "none": mean}[target.kind]
+
+def make_loss(model: ModelConfig) -> LossFn:
+    """The step's loss (perflab.workloads.outputs.make_loss), with the user's function
+    imported when model.loss names one."""
+    user = locate(model.loss) if model.loss not in ("auto", "model", "target") else None
+    return outputs.make_loss(model, user)
 
 
 def _memory_batches(batch: Any) -> Iterator[Any]:
@@ -151,7 +180,10 @@ def _memory_batches(batch: Any) -> Iterator[Any]:
         yield batch
 
 
-def build_workload(cfg: PerflabConfig, seed: int) -> Workload:
+def build_workload(cfg: PerflabConfig, seed: int, batches: bool = True) -> Workload:
+    """The model, its data and loss, and the probe batch. ``batches=False``: no batches
+    and no DataLoader (no worker processes started): the settings check needs the probe
+    batch only."""
     torch.manual_seed(seed)
     model = build_model(cfg)
     dataset = build_dataset(
@@ -165,10 +197,11 @@ def build_workload(cfg: PerflabConfig, seed: int) -> Workload:
     )
     probe = probe_batch(dataset, cfg.batch_size)
     loader = None
-    if cfg.data.source == "loader":
+    source: Iterator[Any] = iter(())
+    if batches and cfg.data.source == "loader":
         loader = build_loader(dataset, cfg.batch_size, cfg.num_workers, cfg.pin_memory, seed)
-        batches: Iterator[Any] = iter(loader)
-    else:
+        source = iter(loader)
+    elif batches:
         # The memory source reuses one batch; the trial moves it to the device once.
-        batches = _memory_batches(probe_batch(dataset, cfg.batch_size))
-    return Workload(model, make_loss(cfg.model.target), batches, loader, probe)
+        source = _memory_batches(probe_batch(dataset, cfg.batch_size))
+    return Workload(model, make_loss(cfg.model), source, loader, probe)

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from perflab.config.compose import instantiation_problem
-from perflab.config.schema import InputSpec, TargetSpec
+from perflab.config.schema import InputSpec, TargetSpec, TokenInputSpec
 from perflab.errors import ConfigError
 
 
@@ -57,6 +57,50 @@ class SyntheticDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return torch.randn([], generator=gen)
 
 
+# the share of a masked LM's positions that are masked, as in BERT's pre-training
+MASKED_SHARE = 0.15
+# the label of a position the loss skips: the ignore_index of transformers' losses and
+# of torch's cross_entropy
+IGNORED = -100
+
+
+class TokenDataset(Dataset[tuple[dict[str, torch.Tensor], torch.Tensor]]):
+    """model=hf's samples, in Hugging Face's convention: ``({input_ids, attention_mask,
+    labels}, labels)``, a pure function of (seed, index) as the synthetic samples are.
+    The model computes its own loss from the labels in the dict (model.loss=auto); the
+    target beside it serves perflab's loss (model.loss=target)."""
+
+    def __init__(
+        self, input_spec: TokenInputSpec, target_spec: TargetSpec, num_samples: int, seed: int
+    ) -> None:
+        self.input_spec = input_spec
+        self.target_spec = target_spec
+        self.num_samples = num_samples
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        spec = self.input_spec
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        ids = torch.randint(0, spec.high, list(spec.shape), generator=gen)
+        if spec.task == "causal_lm":
+            labels = ids.clone()  # the model shifts them: each position predicts the next
+        elif spec.task == "masked_lm":
+            labels = torch.full_like(ids, IGNORED)
+            count = max(1, round(MASKED_SHARE * ids.numel()))
+            where = torch.randperm(ids.numel(), generator=gen)[:count]
+            labels.view(-1)[where] = ids.view(-1)[where]
+            assert spec.mask_id is not None  # HFConfig sets it for masked_lm
+            ids.view(-1)[where] = spec.mask_id
+        else:
+            target = self.target_spec
+            labels = torch.randint(0, target.num_classes, list(target.shape), generator=gen)
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+        return batch, labels
+
+
 def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """One round of flip, brightness jitter plus noise, a 3-tap blur along the last axis, clamp."""
     if torch.rand((), generator=gen) < 0.5:
@@ -92,6 +136,8 @@ def build_dataset(
     seed: int,
     augment_passes: int,
 ) -> Dataset[Any]:
+    if dataset_target is None and isinstance(input_spec, TokenInputSpec):
+        return TokenDataset(input_spec, target_spec, num_samples, seed)
     if dataset_target is None:
         return SyntheticDataset(input_spec, target_spec, num_samples, seed, augment_passes)
     from hydra.errors import InstantiationException
