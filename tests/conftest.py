@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+import gc
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -86,3 +87,18 @@ def make_config() -> Callable[..., PerflabConfig]:
         return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
     return make
+
+
+@pytest.fixture(scope="module")
+def frozen_heap() -> Iterator[None]:
+    """For modules whose trials run in the pytest process.
+
+    That heap holds what every earlier test left alive; each trial's collection before it
+    measures would walk all of it, which took seconds a trial late in the suite. Frozen, as
+    a trial process's preloads are (perflab/frozen_heap.py), and thawed again for the
+    modules after this one. Use it with ``pytestmark = pytest.mark.usefixtures("frozen_heap")``.
+    """
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()

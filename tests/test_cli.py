@@ -66,7 +66,10 @@ def test_a_run_prints_the_summary_and_writes_its_record(tmp_path):
     [
         (["batch_size=0"], "batch_size=0: too small; allowed: >= 1"),
         (["amp=maybe"], "amp=maybe: unknown value; allowed: off, bf16, fp16, true, false"),
-        (["model=nope"], "model=nope: no such option; allowed: convnet, custom, hf, mlp, spin"),
+        (
+            ["model=nope"],
+            "model=nope: no such option; allowed: convnet, custom, function, hf, mlp, spin",
+        ),
         (["model=mlp", "channels_last=true"], "channels_last=true: model has no 4-D inputs"),
         (["num_workers=-1"], "num_workers=-1: too small; allowed: >= 0"),
         (["batch_size=abc"], "batch_size=abc: Value 'abc' of type 'str' could not be converted"),

@@ -194,7 +194,7 @@ ENUMS: dict[str, tuple[str, ...]] = {
     "model.input.task": vocabulary.HF_TASKS,
 }
 # String fields naming a factory "module.function"
-FACTORIES = {"model._target_", "data.dataset"}
+FACTORIES = {"model._target_", "data.dataset", "data.collate", "step", "model.fn", "model.inputs"}
 # String fields with a small grammar of their own (perflab.workloads.outputs): what is not
 # junk. model.output: a field name or a position; model.loss: a choice or a factory path.
 SELECTORS: dict[str, Callable[[str], bool]] = {
@@ -216,8 +216,9 @@ FREE_TEXT = {
     "model.arch",
     "model.path",
 }
-# Built-in models: their fields are fuzzed under model=NAME (custom needs a factory first)
-MODELS = [name for name in config.MODEL_SCHEMAS if name != "custom"]
+# Built-in models: their fields are fuzzed under model=NAME (custom needs a factory first,
+# function a function: model.fn has no default)
+MODELS = [name for name in config.MODEL_SCHEMAS if name not in ("custom", "function")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,6 +459,12 @@ CURATED: list[list[str]] = [
     ["model=custom", "model._target_=os.system"],
     ["model=custom", "model._target_=nosuch_module.build"],
     ["data.dataset=nosuch_module.build"],
+    ["data.collate=x"],
+    ["data.collate=nosuch_module.pad"],
+    ["+schedule.evidence={seed:x}"],
+    ["+schedule.evidence={seed:[a.b]}"],
+    ["+schedule.evidence={nosuch:a.b}"],
+    ["+schedule.evidence={seed:nosuch_module.check}"],
     ["model=custom"],
     ["model=3"],
     ["model=null"],

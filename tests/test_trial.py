@@ -4,7 +4,6 @@ process): records, phases, probe, failures."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 
 import pytest
 from tiny import TINY
@@ -17,17 +16,7 @@ from perflab.records import load_record
 from perflab.report.console import trial_summary
 from perflab.trial_request import RUN_TRIAL, TrialRequest
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _frozen_heap():
-    # These trials run in the pytest process, whose heap holds what every earlier test
-    # left alive; each trial's collection before it measures would walk all of it, which
-    # took seconds a trial late in the suite. Frozen, as a trial process's preloads are
-    # (perflab/frozen_heap.py), and thawed again for the modules after this one.
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 def _run(tmp_path, cfg, name="000.json"):

@@ -72,6 +72,8 @@ def to_config(cfg: DictConfig) -> PerflabConfig:
         allowed = (
             "a dotted path to your factory, e.g. model._target_=mypkg.build_model"
             if key.endswith("_target_")
+            else "a dotted path to your function, e.g. model.fn=mypkg.ops.attention"
+            if key == "model.fn"
             else "a value; this field has no default"
         )
         raise ConfigError(key, "???", allowed, "required") from exc

@@ -2,7 +2,8 @@
 
 Built-in knobs have a known "off" baseline (amp off, compile off, channels_last off,
 num_workers 0, pin_memory off; model=hf's eager attention, no checkpointing, no cache);
-``schedule.treatments`` declares more (any key, with its baseline value). Every other
+implementations of one thing (``step``, ``model.fn``) take the first value listed as
+theirs; ``schedule.treatments`` declares more (any key, with its baseline value). Every other
 swept key (batch_size, model, ...) splits the variants into cells, and comparisons stay
 inside a cell: each variant is compared with the variant of its cell whose treatment
 keys are all at their baseline values. A hidden A/A sentinel, a
@@ -37,6 +38,11 @@ BUILTIN_TREATMENTS: dict[str, Any] = {
     "model.use_cache": False,
 }
 SENTINEL = "sentinel"
+# Implementations of one thing (docs/configuration.md, "Your own step", "Two
+# implementations of one function"): no value is "off", so the baseline is the first value
+# listed on the command line (perflab -m step=pkg.ref,pkg.ours compares ours against ref),
+# unless schedule.treatments names another
+FIRST_LISTED_TREATMENTS = ("step", "model.fn")
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,17 @@ def _refuse_knobs_without_baseline(
     )
 
 
+def first_listed_baselines(plan: Plan, declared: dict[str, Any]) -> list[str]:
+    """One note per implementation key whose baseline the plan took from the command
+    line's order (FIRST_LISTED_TREATMENTS), for the sweep to print once."""
+    return [
+        f"{key}={value_text(value)} is the baseline (the first value listed; "
+        f"+schedule.treatments={{{key}:VALUE}} picks another)"
+        for key, value in plan.treatments.items()
+        if key in FIRST_LISTED_TREATMENTS and key not in declared
+    ]
+
+
 def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Plan:
     """Group jobs into cells, find each cell's baseline, add the A/A sentinel."""
     swept = swept_keys(jobs)
@@ -189,7 +206,8 @@ def build_plan(jobs: list[Job], declared: dict[str, Any], sentinel: bool) -> Pla
     declared = {
         k: BUILTIN_TREATMENTS[k] if k in BUILTIN_TREATMENTS else v for k, v in declared.items()
     }
-    known = {**BUILTIN_TREATMENTS, **declared}
+    first_listed = {k: jobs[0].values.get(k) for k in FIRST_LISTED_TREATMENTS if k in swept}
+    known = {**BUILTIN_TREATMENTS, **first_listed, **declared}
     treatments = {k: known[k] for k in swept if k in known}
     cell_keys = [k for k in swept if k not in treatments]
     baselines: dict[str, Job] = {}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from perflab.config.bounds import check_maxima
 from perflab.config.devices import cuda_defaults
+from perflab.config.user_code import lookup
 from perflab.config.vocabulary import (
     AMP_VALUES,
     COMPILE_VALUES,
@@ -93,6 +94,7 @@ def validate(cfg: PerflabConfig) -> None:
         "must be positive",
     )
     _validate_scaleout(cfg.scaleout)
+    _validate_evidence(cfg)
     _validate_combinations(cfg)
 
 
@@ -117,6 +119,13 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _at_least("num_workers", cfg.num_workers, 0)
     _at_least("threads", cfg.threads, 1)
     _one_of("matmul_precision", cfg.matmul_precision, MATMUL_PRECISIONS)
+    _require(
+        cfg.step is None or _is_factory_path(cfg.step),
+        "step",
+        cfg.step,
+        "null (perflab's step) or a dotted path to your step's factory, e.g. mypkg.steps.make_step",
+        "not a factory path",
+    )
     _one_of("optimizer", cfg.optimizer, OPTIMIZERS)
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0", "must be positive")
     _at_least("seed", cfg.seed, 0)  # its upper bound: perflab.config.bounds
@@ -139,7 +148,7 @@ def _validate_model(model: Any) -> None:
         _is_model_config(model),
         "model",
         model,
-        "a model config group option (model=mlp, convnet, transformer, spin, custom, hf)",
+        "a model config group option (model=mlp, convnet, transformer, spin, custom, hf, function)",
         "not a model config",
     )
     _require(
@@ -173,6 +182,29 @@ def _validate_model(model: Any) -> None:
     if model.target.kind == "classes":
         _at_least("model.target.num_classes", model.target.num_classes, 1)
     _validate_output_and_loss(model)
+    _validate_function(model)
+
+
+def _validate_function(model: Any) -> None:
+    """model=function's fn and inputs (perflab.workloads.function): their form only;
+    whether they import and run is the settings check's (perflab.measure.preflight)."""
+    if not hasattr(model, "fn"):
+        return
+    _require(
+        _is_factory_path(model.fn),
+        "model.fn",
+        model.fn,
+        "a dotted path to your function, e.g. mypkg.ops.attention",
+        "not a function path",
+    )
+    _require(
+        model.inputs is None or _is_factory_path(model.inputs),
+        "model.inputs",
+        model.inputs,
+        "null (perflab's synthetic inputs, as model.input describes them) or a dotted path "
+        "to make_inputs(batch_size), e.g. mypkg.ops.make_inputs",
+        "not a function path",
+    )
 
 
 def _validate_output_and_loss(model: Any) -> None:
@@ -203,6 +235,14 @@ def _validate_data(data: DataConfig) -> None:
         data.dataset,
         "null (perflab's synthetic dataset) or a dotted path to a factory, e.g. mypkg.data.build",
         "not a factory path",
+    )
+    _require(
+        data.collate is None or _is_factory_path(data.collate),
+        "data.collate",
+        data.collate,
+        "null (torch's default_collate) or a dotted path to a function fn(items) -> batch, "
+        "e.g. mypkg.data.pad",
+        "not a function path",
     )
     _at_least("data.num_samples", data.num_samples, 1)
     _at_least("data.augment_passes", data.augment_passes, 0)
@@ -269,6 +309,40 @@ def _validate_schedule(s: ScheduleConfig) -> None:
     _at_least("schedule.trials_per_worker", s.trials_per_worker, 1)
 
 
+def _validate_evidence(cfg: PerflabConfig) -> None:
+    """schedule.evidence: each key a field of this config, each value a function's
+    dotted path or model.ATTRIBUTE (perflab.config.user_code); whether the function
+    imports is the settings check's (perflab.workloads.check_factories)."""
+    allowed = (
+        "{KEY: pkg.module.fn}, fn(model) -> (observed, ok), or {KEY: model.ATTRIBUTE}, "
+        "an attribute of the built model compared with KEY's value; KEY a field of the config"
+    )
+    for key, check in cfg.schedule.evidence.items():
+        shown = {key: check}
+        _require(
+            isinstance(check, str) and _is_factory_path(check),
+            "schedule.evidence",
+            shown,
+            allowed,
+            "not a function path or model.ATTRIBUTE",
+        )
+        _require(
+            _is_set(cfg, str(key)),
+            "schedule.evidence",
+            shown,
+            allowed + " (+model.args.NAME=VALUE adds a field of your model's)",
+            f"{key} is not set in this config",
+        )
+
+
+def _is_set(cfg: PerflabConfig, key: str) -> bool:
+    try:
+        lookup(cfg, key)
+    except KeyError:
+        return False
+    return True
+
+
 def _validate_scaleout(s: ScaleOutConfig) -> None:
     _one_of("scaleout.executor", s.executor, EXECUTORS)
     _at_least("scaleout.max_parallel", s.max_parallel, 1)
@@ -292,6 +366,15 @@ def _validate_combinations(cfg: PerflabConfig) -> None:
             "model has no 4-D inputs",
         )
     _validate_hf_knobs(cfg)
+    if getattr(cfg.model, "inputs", None):
+        _require(
+            cfg.num_workers == 0,
+            "num_workers",
+            cfg.num_workers,
+            "0 with model.inputs (make_inputs builds the inputs once and they stay on the "
+            "device: no DataLoader runs)",
+            "has no effect",
+        )
     if cfg.data.source == "memory":
         _require(
             cfg.num_workers == 0,

@@ -165,6 +165,26 @@ class CustomModelConfig(ModelConfig):
 
 
 @dataclass
+class FunctionConfig(ModelConfig):
+    """One function, not a model, timed with all of perflab's machinery: ``fn`` is
+    called on each batch's inputs (``fn(x)``, ``fn(*x)`` for a tuple, ``fn(**x)`` for a
+    dict) with the items of ``args`` as keyword arguments. Sweep ``model.fn`` to compare
+    two implementations (docs/configuration.md, "Two implementations of one function")."""
+
+    _target_: str = "perflab.workloads.function.build"
+    # the function, "module.function"
+    fn: str = MISSING
+    # "module.function" called once as make_inputs(batch_size) (torch seeded with seed)
+    # returning fn's inputs: a tensor, a tuple of positional or a dict of keyword
+    # arguments, built once and kept on the device; null: perflab's synthetic inputs as
+    # model.input describes them, one tensor [batch_size, *model.input.shape]
+    inputs: str | None = None
+    # keyword arguments of fn, e.g. +model.args.causal=true
+    args: dict[str, Any] = field(default_factory=dict)
+    target: TargetSpec = field(default_factory=lambda: TargetSpec(kind="none"))
+
+
+@dataclass
 class TokenInputSpec(InputSpec):
     """model=hf's input: one sample is a dict in Hugging Face's convention, input_ids
     (int64, ``shape``, drawn from [0, high)), attention_mask (ones) and labels (by
@@ -295,9 +315,14 @@ class DataConfig:
     # memory: one batch built once and kept on the device (pure compute studies)
     source: str = "loader"
     # Dataset factory "module.function" called with dataset_args, returning a map-style
-    # torch Dataset of (input, target) items; null = perflab's synthetic dataset
+    # torch Dataset of (input, target) items, or of dicts of the model's keyword arguments
+    # holding their labels (perflab.workloads.data.Pairs); null = perflab's synthetic
+    # dataset
     dataset: str | None = None
     dataset_args: dict[str, Any] = field(default_factory=dict)
+    # a collate function "module.function" that makes a batch of a list of items (the
+    # DataLoader's collate_fn, the probe batch's too); null = torch's default_collate
+    collate: str | None = None
     # samples in the synthetic dataset (the loader cycles through them forever)
     num_samples: int = 2048
     # rounds of augment-like CPU work per synthetic sample (flip, jitter, blur, normalise);
@@ -378,6 +403,10 @@ class ScheduleConfig:
     settle_s: float = 0.0
     # your own treatments: swept key -> its baseline value, e.g. {model.args.fused: false}
     treatments: dict[str, Any] = field(default_factory=dict)
+    # evidence of your own knobs: key -> a function pkg.mod.fn(model) -> (observed, ok),
+    # or model.ATTRIBUTE, read off the built model and compared with the key's value
+    # (perflab.measure.knobs.user_evidence), e.g. {model.args.attn: mypkg.checks.attention}
+    evidence: dict[str, Any] = field(default_factory=dict)
     # seeds the order of variants in each round
     shuffle_seed: int = 0
     # "worker": every variant's trials run in a warm worker process that builds the
@@ -498,6 +527,10 @@ class PerflabConfig:
     matmul_precision: str = "highest"
     # seeds weights, synthetic data and the numerics probe
     seed: int = 0
+    # your own step instead of perflab's: "module.function", a factory called once per
+    # trial with a perflab.StepContext and returning step(batch) -> output (docs/
+    # configuration.md, "Your own step"); null: perflab's step for mode
+    step: str | None = None
     # optimizer used in train mode
     optimizer: str = "sgd"
     lr: float = 0.01
@@ -553,4 +586,5 @@ MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
     "spin": SpinConfig,
     "custom": CustomModelConfig,
     "hf": HFConfig,
+    "function": FunctionConfig,
 }

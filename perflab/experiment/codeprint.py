@@ -8,10 +8,12 @@ while the report said ``git_dirty: False``. The fingerprint hashes what runs:
 
 - ``perflab``: perflab's own source files (an editable install changes without a new
   version);
-- ``modules``: for every factory the config names (``model._target_``,
-  ``data.dataset``) outside perflab, the source of its top-level package (or its module
-  file), found on the working directory and sys.path without importing it (importing
-  the user's package here could import torch, which the sweep process never does);
+- ``modules``: for every function the config names (``model._target_``,
+  ``data.dataset``, ``data.collate``, a ``model.loss`` function, the
+  ``schedule.evidence`` checks: perflab.config.user_code) outside perflab, the source of
+  its top-level package (or its module file), found on the working directory and
+  sys.path without importing it (importing the user's package here could import torch,
+  which the sweep process never does);
 - ``imports``: the local modules those modules import, transitively: every module their
   ``import`` statements name (read with ``ast``, found the same way, never imported)
   whose source lies outside the standard library, site-packages and perflab, each with
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import perflab
+from perflab.config.user_code import user_code
 
 # a package bigger than this is not hashed file by file: only the factory's module is
 MAX_FILES = 2000
@@ -75,9 +78,9 @@ def code_fingerprint(factories: Iterable[str], cwd: str) -> dict[str, Any]:
 
 
 def factories(config: dict[str, Any]) -> list[str]:
-    """The factories a composed config names (model._target_, data.dataset)."""
-    model, data = config.get("model") or {}, config.get("data") or {}
-    return [str(v) for v in (model.get("_target_"), data.get("dataset")) if v]
+    """The functions a composed config names (perflab.config.user_code: model._target_,
+    data.dataset, data.collate, a model.loss function, the schedule.evidence checks)."""
+    return list(user_code(config).values())
 
 
 def _sources(root: Path) -> list[Path]:

@@ -26,8 +26,15 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from perflab import exits
-from perflab.config.plan import Job, assignments, build_plan, override_key
+from perflab.config.plan import (
+    Job,
+    assignments,
+    build_plan,
+    first_listed_baselines,
+    override_key,
+)
 from perflab.config.schema import PerflabConfig
+from perflab.config.user_code import workloads_named
 from perflab.console_streams import copy_console_to
 from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
@@ -200,9 +207,12 @@ def _launch(
     def checked() -> None:
         for variant in plan.variants:
             _save_hydra_files(by_name[variant.source], sweep_dir / variant.dir)
+        for note in first_listed_baselines(plan, dict(schedule.treatments)):
+            print(f"perflab: note: {note}")
         sentinel = " + A/A sentinel" if schedule.sentinel else ""
+        models = workloads_named([(_choices(j).get("model", "?"), j.config) for j in jobs])
         print(
-            f"perflab: {len(jobs)} variant(s){sentinel}, interleaved rounds; "
+            f"perflab: {len(jobs)} variant(s){sentinel} of {models}, interleaved rounds; "
             f"sweep directory {sweep_dir}"
         )
 

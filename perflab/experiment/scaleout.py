@@ -25,6 +25,7 @@ from typing import Any
 
 from perflab.config.plan import BUILTIN_TREATMENTS, Job, assignments, swept_keys
 from perflab.config.schema import PerflabConfig, ScaleOutConfig
+from perflab.config.user_code import workloads_named
 from perflab.errors import ConfigError
 from perflab.experiment.runner import SweepSetup
 from perflab.json_file import read_json
@@ -378,8 +379,9 @@ def launch_groups(
                 ),
             )
         )
+    models = workloads_named([(m.choices.get("model", "?"), m.config) for m in members])
     say(
-        f"perflab: {len(members)} variant(s) in {len(tasks)} group(s) by "
+        f"perflab: {len(members)} variant(s) of {models} in {len(tasks)} group(s) by "
         f"{', '.join(cfg.group_by)}; each group is one {cfg.executor} job with its own "
         f"interleaved rounds and A/A sentinel; sweep directory {sweep_dir}"
     )

@@ -25,6 +25,7 @@ from perflab.analysis import sessions, stats
 from perflab.analysis.summary import Experiment, analyze, load_trials, rounds_per_unit
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
+from perflab.config.user_code import user_code
 from perflab.errors import (
     ConfigError,
     DiskFull,
@@ -128,10 +129,7 @@ def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
     importing the user's model) is told apart from a bug by importing each factory alone:
     the one whose import dies the same way is named, in one line and exit 2."""
     cfg = run.request.config
-    factories = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
-    for field_name, target in factories.items():
-        if not target:
-            continue
+    for field_name, target in user_code(cfg).items():
         job = (run.request, field_name)
         alone = run_isolated(IMPORT_FACTORY, job, timeout_s=120, log=run.job_dir / CHECK_LOG)
         if alone.kind == "crashed":

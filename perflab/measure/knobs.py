@@ -20,7 +20,9 @@ import torch
 from torch import nn
 
 from perflab.config.schema import PerflabConfig
+from perflab.config.user_code import MODEL_ATTRIBUTE, evidence_checks, lookup
 from perflab.measure.resolve import Resolved
+from perflab.workloads import locate
 
 Evidence = dict[str, Any]
 
@@ -258,25 +260,126 @@ def channels_last_evidence(enabled: bool, seen: dict[str, list[Any]]) -> Evidenc
     )
 
 
-def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> Evidence:
-    """Count the live worker processes and check whether batches arrive pinned."""
+def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> dict[str, Evidence]:
+    """Count the live worker processes and check whether batches arrive pinned: the
+    ``data_loader`` entry (workers, and pinning on CUDA) and the ``pin_memory`` one,
+    whose ``ok`` is None where nothing can be pinned: pinned memory is page-locked host
+    memory for copies to an accelerator, and DataLoader pins nothing without one."""
     if cfg.data.source != "loader":
-        return evidence({"num_workers": 0}, {"source": "memory"}, None, "no DataLoader")
+        none = evidence({"num_workers": 0}, {"source": "memory"}, None, "no DataLoader")
+        return {
+            "data_loader": none,
+            "pin_memory": evidence(cfg.pin_memory, None, None, "no DataLoader"),
+        }
     workers = len(multiprocessing.active_children())
-    pinned = first_tensor(first_batch).is_pinned() if device == "cuda" else False
+    tensor = first_tensor(first_batch)
+    pinned = tensor is not None and tensor.is_pinned() if device == "cuda" else False
     ok = workers == cfg.num_workers and (pinned == cfg.pin_memory or device != "cuda")
     detail = f"{workers} live worker process(es); batches pinned: {pinned}"
-    return evidence(
+    if device != "cuda":
+        pin = evidence(
+            cfg.pin_memory,
+            pinned,
+            None,
+            f"nothing to pin on {device}: DataLoader pins batches only for an accelerator "
+            f"(batches pinned: {pinned})",
+        )
+        detail += f" (pin_memory has no effect on {device})"
+    else:
+        pin = evidence(
+            cfg.pin_memory, pinned, pinned == cfg.pin_memory, f"batches pinned: {pinned}"
+        )
+    loader = evidence(
         {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory},
         {"num_workers": workers, "pinned": pinned},
         ok,
         detail,
     )
+    return {"data_loader": loader, "pin_memory": pin}
 
 
-def first_tensor(value: Any) -> torch.Tensor:
+def first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor of a batch (a tensor, or one inside a tuple, list or dict)."""
     if isinstance(value, torch.Tensor):
         return value
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(items, (tuple, list)) and not isinstance(value, dict):
+        return None
+    return next((t for t in map(first_tensor, items) if t is not None), None)
+
+
+# --- your own knobs ---------------------------------------------------------------------
+
+
+def user_evidence(cfg: PerflabConfig, model: nn.Module, taken: Any = ()) -> dict[str, Evidence]:
+    """The evidence of the user's knobs that schedule.evidence names a check for, under
+    each knob's key (its report column reads it as perflab's knobs' own): after the timed
+    block, on the eager model the step ran,
+
+    - ``pkg.module.fn``: ``fn(model)`` returns ``(observed, ok)`` (ok True, False or None
+      when it cannot tell), or only what it observed, compared with the knob's value;
+    - ``model.ATTRIBUTE``: that attribute of the model (``model.config._attn_implementation``,
+      ``model.attn_used``), compared with the knob's value.
+
+    A check that raises, or an attribute the model lacks, is evidence with ``ok`` None
+    that says why; it never fails the trial, which has been measured. Keys in ``taken``
+    (perflab's own evidence, e.g. ``amp``) are left to perflab's."""
+    found: dict[str, Evidence] = {}
+    for knob, check in evidence_checks(cfg).items():
+        if knob in taken:
+            continue
+        requested = lookup(cfg, knob, None)
+        if check.startswith(MODEL_ATTRIBUTE):
+            path = check.removeprefix(MODEL_ATTRIBUTE)
+            try:
+                observed = lookup(model, path)
+            except KeyError:
+                found[knob] = evidence(
+                    requested, None, None, f"{check}: the model has no attribute {path}"
+                )
+                continue
+            found[knob] = _compared(requested, observed, check)
+            continue
+        try:
+            answer = locate(check)(model)
+        except Exception as exc:  # noqa: BLE001 - evidence, never a failed trial
+            problem = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            found[knob] = evidence(
+                requested, None, None, f"{check} raised {type(exc).__name__}: {problem}"
+            )
+            continue
+        if isinstance(answer, tuple) and len(answer) == 2 and answer[1] in (True, False, None):
+            observed, ok = answer
+            found[knob] = evidence(
+                requested, _plain(observed), None if ok is None else bool(ok), f"{check}(model)"
+            )
+        else:
+            found[knob] = _compared(requested, answer, f"{check}(model)")
+    return found
+
+
+def _compared(requested: Any, observed: Any, source: str) -> Evidence:
+    """Evidence that reads ``observed`` and compares it with the knob's value (as the
+    command line wrote it: true, 8, sdpa)."""
+    same = observed == requested or _text(observed) == _text(requested)
+    return evidence(
+        requested,
+        _plain(observed),
+        same,
+        f"{source} = {_text(observed)!s} (the knob asks for {_text(requested)})",
+    )
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    """A value a record can hold (JSON): itself, or its text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     if isinstance(value, dict):
-        value = list(value.values())
-    return first_tensor(value[0])
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)[:300]

@@ -14,12 +14,25 @@ from typing import Any
 import torch
 
 from perflab.config.schema import PerflabConfig
+from perflab.config.user_code import user_code
 from perflab.errors import ConfigError
-from perflab.measure.knobs import autocast, four_d_tensors
+from perflab.measure.knobs import (
+    apply_channels_last,
+    autocast,
+    build_optimizer,
+    four_d_tensors,
+)
 from perflab.measure.resolve import Resolved, resolve
-from perflab.measure.steps import call_model, to_device
+from perflab.measure.steps import (
+    Prepared,
+    UserStep,
+    call_model,
+    make_input_fn,
+    step_output,
+    to_device,
+)
 from perflab.trial_request import TrialRequest
-from perflab.workloads import build_workload, check_factories, locate
+from perflab.workloads import Workload, build_workload, check_factories, locate
 from perflab.workloads.outputs import output_tensor
 
 
@@ -41,7 +54,12 @@ def check_settings(request: TrialRequest) -> list[str]:
             _import_factory(field_name, target)
         check_factories(request.config)
         cfg = request.config
-        if cfg.data.dataset or not cfg.model._target_.startswith(BUILT_IN_MODELS):
+        if (
+            cfg.data.dataset
+            or cfg.data.collate
+            or cfg.step
+            or not cfg.model._target_.startswith(BUILT_IN_MODELS)
+        ):
             check_probe_batch(cfg, resolved)
     return resolved.warnings
 
@@ -88,7 +106,8 @@ def check_probe_batch(cfg: PerflabConfig, resolved: Resolved) -> None:
     first trial after other variants have spent the budget. A model or loss that fails
     in any other way (raises, runs out of memory, crashes, hangs) is left to the trial,
     which records it as failed while the sweep goes on: that may depend on the batch or
-    the machine, not only on the config."""
+    the machine, not only on the config. With a step of the user's own (``step=``) the
+    step runs instead of perflab's forward and loss (_run_user_step)."""
     try:
         workload = build_workload(cfg, cfg.seed, batches=False)
         device = torch.device(resolved.device)
@@ -102,6 +121,8 @@ def check_probe_batch(cfg: PerflabConfig, resolved: Resolved) -> None:
                 "true only for batches holding a 4-D float tensor ([N, C, H, W])",
                 f"no tensor of this workload's batch is 4-D ({_shapes(x)})",
             )
+        if cfg.step:  # the user's step computes (or not) perflab's loss: run it instead
+            return _run_user_step(cfg, resolved, workload, model, (x, y))
         with torch.set_grad_enabled(cfg.mode == "train"), autocast(resolved):
             out = call_model(model, x)
             loss = workload.loss_fn(out, y)
@@ -119,10 +140,24 @@ def check_probe_batch(cfg: PerflabConfig, resolved: Resolved) -> None:
         )
 
 
+def _run_user_step(
+    cfg: PerflabConfig, resolved: Resolved, workload: Workload, model: Any, batch: Any
+) -> None:
+    """A user's step (step=), built as a trial builds it, run once on the probe batch:
+    a factory that returns no step, a phase name perflab cannot record, or a return that
+    holds no tensor for the numerics check is a ConfigError naming ``step``. Not
+    compiled here: compile's first call would cost the check seconds."""
+    device = torch.device(resolved.device)
+    model = apply_channels_last(model, cfg.channels_last)
+    optimizer = build_optimizer(cfg, model) if cfg.mode == "train" else None
+    input_fn = make_input_fn(cfg, device)
+    prep = Prepared(workload, model, model, optimizer, device, input_fn)
+    step_output(UserStep(cfg, resolved, prep).run((input_fn(batch[0]), batch[1])), cfg)
+
+
 def factory_fields(cfg: PerflabConfig) -> dict[str, str]:
-    """The factories a config names, by field: the model's, and the dataset's if set."""
-    named = {"model._target_": cfg.model._target_, "data.dataset": cfg.data.dataset}
-    return {name: target for name, target in named.items() if target}
+    """The functions a config names, by field (perflab.config.user_code)."""
+    return user_code(cfg)
 
 
 # what a factory whose module ends the process on import is told to be instead

@@ -16,11 +16,10 @@ from perflab.measure import knobs
 from perflab.measure.preflight import user_code_importable
 from perflab.measure.resolve import resolve
 from perflab.measure.steps import (
-    INFER_PHASES,
-    TRAIN_PHASES,
     Prepared,
     first_call,
     make_step,
+    phases_of,
     prepare,
 )
 from perflab.measure.timing import make_timer
@@ -64,8 +63,8 @@ def _profile(request: TrialRequest) -> str:
         inductor_config.cpp.enable_kernel_profile = True
     prep = prepare(cfg, resolved)
     step = make_step(cfg, resolved, prep)
-    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
     first_call(step, prep, make_timer(resolved.device, capacity=2))
+    phases = phases_of(cfg, step)
     unprofiled = [_wall_step(step, prep, resolved.device) for _ in range(3)]
     p = cfg.profiling
     out = Path(request.record_path)

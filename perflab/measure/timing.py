@@ -141,10 +141,17 @@ def split_marks(
     if steps_per_sample > 1:
         return StepTimes(totals, {}, steps_per_sample)
     phase_ns: dict[str, list[int]] = {name: [] for name in phases}
+    # a name that comes again in a step (a user's step marking each micro-batch's forward)
+    # adds its time to the step's entry instead of starting another
+    again = [name in phases[:p] for p, name in enumerate(phases)]
     for b in bases:
         phase_ns[phases[0]].append(host[b + 1] - host[b])
         for p in range(1, width):
-            phase_ns[phases[p]].append(device[b + p + 1] - device[b + p])
+            durations = phase_ns[phases[p]]
+            if again[p]:
+                durations[-1] += device[b + p + 1] - device[b + p]
+            else:
+                durations.append(device[b + p + 1] - device[b + p])
     return StepTimes(totals, phase_ns, 1)
 
 

@@ -31,14 +31,14 @@ from perflab.measure.checks import evidence_pass, memory_by_phase, numerics_prob
 from perflab.measure.preflight import exit_status, user_code_importable
 from perflab.measure.resolve import Resolved, resolve
 from perflab.measure.steps import (
-    INFER_PHASES,
-    TRAIN_PHASES,
     Block,
     KeptWindow,
     Prepared,
     Step,
     first_call,
+    implementation_evidence,
     make_step,
+    phases_of,
     prepare,
     run_block,
     warm_up,
@@ -68,13 +68,13 @@ def measure(
     ``length``: the timed steps and steps per sample fixed by an earlier trial of this
     configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
     this trial's length becomes the fixed one of its configuration)."""
-    phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
+    phases = phases_of(cfg, built.step)
     tcfg, source, resolved = cfg.trial, built.prep.workload.batches, built.resolved
     step = built.step
     # every timed sample opens with a mark of its own (run_block's untimed gap)
     timer = make_timer(resolved.device, capacity=tcfg.max_steps * (len(phases) + 1) + 1)
 
-    record.evidence["data_loader"] = built.loader_evidence
+    record.evidence.update(built.loader_evidence)  # data_loader, pin_memory
     fixed_group = length.steps_per_sample if length else None
     at_warmup = knobs.compile_counters()
     warmed = warm_up(step, source, timer, tcfg, resolved.device, phases, fixed_group)
@@ -113,6 +113,10 @@ def measure(
     record.evidence["compile"] = knobs.compile_evidence(
         resolved, built.compile_at_start, before, after
     )
+    if cfg.step and resolved.compile_mode and record.evidence["compile"]["ok"] is False:
+        record.evidence["compile"]["detail"] += (
+            f": step={cfg.step} calls no compiled code (call ctx.runner, not ctx.model)"
+        )
     record.cost_s.update(warmup=record.samples.warmup_s, timed=record.samples.timed_s)
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
     # graphs counts how many new graphs it produced.
@@ -202,6 +206,9 @@ def settings_of(cfg: PerflabConfig, resolved: Resolved) -> dict[str, Any]:
         "channels_last": cfg.channels_last,
         "fused": cfg.fused,
         "model": cfg.model._target_,
+        # model=function's function and the user's step: what the variant runs
+        "function": getattr(cfg.model, "fn", None),
+        "step": cfg.step,
     }
 
 
@@ -295,7 +302,8 @@ class Built:
     prep: Prepared
     step: Step
     first_call_ns: int
-    loader_evidence: dict[str, Any]
+    # knobs.loader_evidence: the data_loader and pin_memory entries
+    loader_evidence: dict[str, dict[str, Any]]
     # dynamo's counters before the first call (knobs.compile_evidence counts from them)
     compile_at_start: dict[str, int]
     # what the knobs did (threads, matmul precision, cudnn.benchmark) and the conditions
@@ -421,6 +429,7 @@ def _run(
     else:
         record.cost_s.update(build=0.0, first_call=0.0)
     record.evidence.update(built.evidence)
+    record.evidence.update(implementation_evidence(cfg, built.prep, built.step))
     record.conditions = dict(built.conditions)
     measure(cfg, built, record, request.length, request.calibrating)
     prep = built.prep
@@ -434,9 +443,10 @@ def _run(
     record.memory.update(memory.peak_memory(resolved.device, rss_at_start))
     if checks and built.snapshot is not None:
         start = time.perf_counter()
-        record.memory["phases"] = memory_by_phase(cfg, resolved, prep)
-        record.probe = numerics_probe(cfg, resolved, prep, built.snapshot)
-        evidence_pass(cfg, resolved, prep, record)
+        record.memory["phases"] = memory_by_phase(cfg, resolved, built.step, prep)
+        record.probe = numerics_probe(cfg, resolved, prep, built.snapshot, built.step)
+        evidence_pass(cfg, resolved, prep, record, built.step)
         record.evidence.update(hf_knobs.evidence_of(cfg, resolved, prep))
+        record.evidence.update(knobs.user_evidence(cfg, prep.model, taken=record.evidence))
         record.cost_s["checks"] = round(time.perf_counter() - start, 6)
     del pad  # held until here on purpose

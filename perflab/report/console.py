@@ -6,6 +6,7 @@ from pathlib import Path
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
 from perflab.analysis.steady import last
+from perflab.config.user_code import workload_name
 from perflab.records import Samples, TrialRecord
 from perflab.report.time_section import PARTS, rounds
 from perflab.summary_file import Comparison, Estimate, Isolation, Summary
@@ -27,7 +28,7 @@ def fmt_bytes(n: int | None) -> str:
 
 def trial_summary(record: TrialRecord, path: Path) -> str:
     s = record.settings
-    model = record.choices.get("model") or s.get("model", "?")
+    model = workload_name(record.choices.get("model") or s.get("model", "?"), record.config)
     head = (
         f"perflab: {model} {s.get('mode', '?')} on {s.get('device', '?')} "
         f"({s.get('threads', '?')} thread(s)), batch {s.get('batch_size', '?')}, "

@@ -147,11 +147,13 @@ def variant_table(report: Report) -> list[str]:
                 ]
             )
             continue
+        # every NAME_ms column but the percentiles': perflab's phases, or those a user's
+        # step marked (perflab.measure.steps.RESERVED_PHASES keeps them apart)
         phases = ", ".join(
             f"{k[:-3]} {v[k]:.2f}"
             for k in v
             if k.endswith("_ms")
-            and k[:-3] in ("data", "h2d", "forward", "backward", "optimizer")
+            and k[:-3] not in ("p50", "p90", "p95", "p99")
             and not pd.isna(v[k])
         )
         bounded = set(str(v["bounded_percentiles"]).split())

@@ -27,14 +27,18 @@ from perflab.summary_file import Comparison, Summary
 from perflab.summary_variants import Measured
 from perflab.sweepdir import inside, profile_record
 
-# which evidence entry proves each treatment key took effect
+# which evidence entry proves each treatment key took effect; any other key (a knob of
+# the user's own) is proved by the entry under its own name, which schedule.evidence's
+# check writes (perflab.measure.knobs.user_evidence)
 TREATMENT_EVIDENCE = {
     "amp": "amp",
     "compile": "compile",
     "channels_last": "channels_last",
     "fused": "fused",
     "num_workers": "data_loader",
-    "pin_memory": "data_loader",
+    # its own entry since 2026-11-26 (null without an accelerator: nothing is pinned);
+    # data_loader's in the records written before
+    "pin_memory": "pin_memory",
     # model=hf's knobs (perflab.measure.hf_knobs)
     "model.attn": "model.attn",
     "model.gradient_checkpointing": "model.gradient_checkpointing",
@@ -76,12 +80,17 @@ def _treatment_check(plan: Plan, variant: Variant, record: TrialRecord | None) -
         return "no data"
     checks = []
     for key in variant.treatment:
-        evidence = record.evidence.get(TREATMENT_EVIDENCE.get(key, ""))
+        name = TREATMENT_EVIDENCE.get(key, key)
+        evidence = record.evidence.get(name)
+        if evidence is None and name == "pin_memory":
+            evidence = record.evidence.get("data_loader")  # a record from before
         state = (
             "n/a"
             if evidence is None or evidence.get("ok") is None
             else ("yes" if evidence["ok"] else "NO")
         )
+        if evidence is None and key not in TREATMENT_EVIDENCE:
+            state += " (no check: +schedule.evidence)"  # a knob of the user's own
         checks.append(f"{key}: {state}")
     return ", ".join(checks) or "n/a"
 

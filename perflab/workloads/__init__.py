@@ -12,9 +12,11 @@ from torch import nn
 
 from perflab.config.compose import instantiation_problem
 from perflab.config.schema import ModelConfig, PerflabConfig, model_factory_kwargs
+from perflab.config.user_code import user_code
 from perflab.errors import ConfigError
 from perflab.workloads import outputs
 from perflab.workloads.data import build_dataset, build_loader, probe_batch
+from perflab.workloads.function import make_inputs as make_function_inputs
 from perflab.workloads.outputs import LossFn
 
 
@@ -111,8 +113,10 @@ def load_checkpoint(model: nn.Module, path: str) -> None:
 
 
 def check_factories(cfg: PerflabConfig) -> None:
-    """Import the model (and dataset) factory and bind its arguments without calling it,
-    so a factory that cannot be built stops a sweep before anything is measured."""
+    """Import every function of the user's the config names (perflab.config.user_code:
+    the model's and dataset's factories, the collate function, the loss, the evidence
+    checks) and bind its arguments without calling it, so that one that cannot be
+    called stops a sweep before anything is measured."""
     import inspect
 
     if cfg.model.checkpoint and not Path(cfg.model.checkpoint).is_file():
@@ -122,23 +126,39 @@ def check_factories(cfg: PerflabConfig) -> None:
             "an existing state_dict file (relative paths: from where perflab runs)",
             "no such file",
         )
-    targets: list[tuple[str, str, tuple[Any, ...], dict[str, Any]]] = [
-        ("model._target_", cfg.model._target_, (), model_factory_kwargs(cfg.model))
-    ]
-    if cfg.data.dataset:
-        targets.append(("data.dataset", cfg.data.dataset, (), dict(cfg.data.dataset_args)))
-    if cfg.model.loss not in ("auto", "model", "target"):
-        targets.append(("model.loss", cfg.model.loss, ("output", "target"), {}))
-    for field_name, target, args, kwargs in targets:
+    for field_name, target in user_code(cfg).items():
         factory = _importable(field_name, target)
+        args, kwargs = _call_of(cfg, field_name)
+        if args is None:
+            continue  # a function perflab does not call with arguments of the config's
         try:
             inspect.signature(factory).bind(*args, **kwargs)
         except TypeError as exc:  # the arguments do not fit the signature
-            wanted = "fn(output, target)" if args else f"a factory accepting {sorted(kwargs)}"
+            wanted = f"fn({', '.join(args)})" if args else f"a factory accepting {sorted(kwargs)}"
             raise ConfigError(field_name, target, wanted, str(exc)) from exc
         except ValueError as exc:  # no signature to bind (a builtin): called as it is
             if "no signature found" not in str(exc):
                 raise
+
+
+def _call_of(cfg: PerflabConfig, field_name: str) -> tuple[Any, dict[str, Any]]:
+    """How perflab calls the function a field names: (positional argument names, keyword
+    arguments), or (None, {}) for a field it does not know the call of (only imported)."""
+    if field_name == "model._target_":
+        return (), model_factory_kwargs(cfg.model)
+    if field_name == "data.dataset":
+        return (), dict(cfg.data.dataset_args)
+    if field_name == "data.collate":
+        return ("items",), {}
+    if field_name == "model.loss":
+        return ("output", "target"), {}
+    if field_name == "model.inputs":
+        return ("batch_size",), {}
+    if field_name == "step":
+        return ("ctx",), {}
+    if field_name.startswith("schedule.evidence."):
+        return ("model",), {}
+    return None, {}
 
 
 def _importable(field_name: str, target: str) -> Any:
@@ -180,12 +200,32 @@ def _memory_batches(batch: Any) -> Iterator[Any]:
         yield batch
 
 
+def _function_workload(
+    cfg: PerflabConfig, model: nn.Module, inputs: str, seed: int, batches: bool
+) -> Workload:
+    """model=function with model.inputs: make_inputs(batch_size) builds the function's
+    inputs, seeded, once for the probe and once for the steps (a function that writes
+    into its inputs leaves the probe's alone); like data=memory, the trial moves them to
+    the device once, outside any timing. The target is zeros: nothing to learn."""
+    target = torch.zeros(cfg.batch_size)
+    probe = (make_function_inputs(inputs, cfg.batch_size, seed), target)
+    source: Iterator[Any] = iter(())
+    if batches:
+        source = _memory_batches(
+            (make_function_inputs(inputs, cfg.batch_size, seed), target.clone())
+        )
+    return Workload(model, make_loss(cfg.model), source, None, probe)
+
+
 def build_workload(cfg: PerflabConfig, seed: int, batches: bool = True) -> Workload:
     """The model, its data and loss, and the probe batch. ``batches=False``: no batches
     and no DataLoader (no worker processes started): the settings check needs the probe
     batch only."""
     torch.manual_seed(seed)
     model = build_model(cfg)
+    inputs = getattr(cfg.model, "inputs", None)
+    if inputs:  # model=function's make_inputs: one batch, built once
+        return _function_workload(cfg, model, inputs, seed, batches)
     dataset = build_dataset(
         cfg.data.dataset,
         dict(cfg.data.dataset_args),
@@ -195,13 +235,16 @@ def build_workload(cfg: PerflabConfig, seed: int, batches: bool = True) -> Workl
         seed,
         cfg.data.augment_passes,
     )
-    probe = probe_batch(dataset, cfg.batch_size)
+    collate = locate(cfg.data.collate) if cfg.data.collate else None
+    probe = probe_batch(dataset, cfg.batch_size, collate)
     loader = None
     source: Iterator[Any] = iter(())
     if batches and cfg.data.source == "loader":
-        loader = build_loader(dataset, cfg.batch_size, cfg.num_workers, cfg.pin_memory, seed)
+        loader = build_loader(
+            dataset, cfg.batch_size, cfg.num_workers, cfg.pin_memory, seed, collate
+        )
         source = iter(loader)
     elif batches:
         # The memory source reuses one batch; the trial moves it to the device once.
-        source = _memory_batches(probe_batch(dataset, cfg.batch_size))
+        source = _memory_batches(probe_batch(dataset, cfg.batch_size, collate))
     return Workload(model, make_loss(cfg.model), source, loader, probe)

@@ -8,11 +8,11 @@ sample give the loader a real cost that ``num_workers`` can parallelise and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from perflab.config.compose import instantiation_problem
 from perflab.config.schema import InputSpec, TargetSpec, TokenInputSpec
@@ -155,8 +155,59 @@ def build_dataset(
         ) from exc
 
 
+# the key of a dict item (or batch) that holds its target: Hugging Face's convention, as a
+# tokenized batch carries it
+LABELS = "labels"
+
+
+class Pairs:
+    """A collate function whose batches are ``(input, target)`` pairs, whatever the
+    dataset's items are: the collate (torch's default_collate, or data.collate) makes the
+    batch, then
+
+    - a dict (any mapping: transformers' BatchEncoding too) is the model's keyword
+      arguments, labels included, and its target is its ``labels``, None without them
+      (the model computes its own loss from them: model.loss=auto takes it);
+    - a pair ``(input, target)`` stays as it is, with an input mapping made a dict, so
+      that the step calls ``model(**input)``; a tuple or list input is called as
+      ``model(*input)``, a tensor as ``model(input)``.
+
+    It runs where the batch is made (in the DataLoader's workers with num_workers > 0),
+    so it is a class, not a closure: workers receive it pickled."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any] | None = None) -> None:
+        self.collate = collate
+
+    def __call__(self, items: list[Any]) -> tuple[Any, Any]:
+        batch = (self.collate or default_collate)(items)
+        return as_pair(batch)
+
+
+def as_pair(batch: Any) -> tuple[Any, Any]:
+    """A batch as ``(input, target)`` (Pairs)."""
+    if isinstance(batch, Mapping):
+        inputs = dict(batch)
+        return inputs, inputs.get(LABELS)
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        x, y = batch
+        return (dict(x) if isinstance(x, Mapping) else x), y
+    raise ConfigError(
+        "data.dataset",
+        "(its batches)",
+        "items that are (input, target) pairs, or dicts of the model's keyword arguments "
+        f"(the target under {LABELS!r}), or a data.collate that makes batches of either",
+        f"a batch is a {type(batch).__name__}"
+        + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else ""),
+    )
+
+
 def build_loader(
-    dataset: Dataset[Any], batch_size: int, num_workers: int, pin_memory: bool, seed: int
+    dataset: Dataset[Any],
+    batch_size: int,
+    num_workers: int,
+    pin_memory: bool,
+    seed: int,
+    collate: Callable[[list[Any]], Any] | None = None,
 ) -> DataLoader[Any]:
     return DataLoader(
         dataset,
@@ -164,6 +215,7 @@ def build_loader(
         sampler=InfiniteSampler(len(dataset), seed),  # type: ignore[arg-type]
         num_workers=num_workers,
         pin_memory=pin_memory,
+        collate_fn=Pairs(collate),
         # Workers must survive for the whole trial: the sampler never ends, and a restart
         # would put worker start-up inside the timed window.
         persistent_workers=num_workers > 0,
@@ -171,7 +223,10 @@ def build_loader(
     )
 
 
-def probe_batch(dataset: Dataset[Any], batch_size: int) -> Any:
-    """The fixed batch every variant's numerics probe uses: samples 0..batch_size-1."""
+def probe_batch(
+    dataset: Dataset[Any], batch_size: int, collate: Callable[[list[Any]], Any] | None = None
+) -> tuple[Any, Any]:
+    """The fixed batch every variant's numerics probe uses: samples 0..batch_size-1, as
+    ``(input, target)`` (Pairs)."""
     items = [dataset[i % len(dataset)] for i in range(batch_size)]  # type: ignore[arg-type]
-    return torch.utils.data.default_collate(items)
+    return Pairs(collate)(items)

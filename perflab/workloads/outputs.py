@@ -128,6 +128,16 @@ def make_loss(model: ModelConfig, user_fn: LossFn | None = None) -> LossFn:
                     "Hugging Face model computes one when its batch has labels)",
                 )
         picked = output_tensor(out, model.output)
+        if y is None and user_fn is None and model.target.kind != "none":
+            raise ConfigError(
+                "model.loss",
+                model.loss,
+                "a model that computes its own loss from the labels in its batch (a 'labels' "
+                "key in each dict item), a dataset of (input, target) items, "
+                "model.target.kind=none, or a dotted path to fn(output, target) -> scalar",
+                "the batch carries no target (its items are dicts without 'labels') and the "
+                f"model's output carries no loss (it is a {type(out).__name__})",
+            )
         try:
             value = on_tensor(picked, y)
         except (RuntimeError, ValueError) as exc:

@@ -186,3 +186,37 @@ def spin(step_us: int) -> nn.Module:
     On CPU the host busy-waits; on CUDA a calibrated kernel spins on the GPU (see above).
     """
     return _Spin(step_us)
+
+
+# --- two implementations of one function, with a known cost ratio ------------------------
+# model=function's ground truth (experiments/function_ratio.yaml): both return 2x, bit for
+# bit (x + x and x * 2 round alike), one after waiting wait_us, the other after twice that,
+# where perflab times x's device, so the faster's step is 2x shorter less the step's own
+# constant: (2 * wait_us + c) / (wait_us + c).
+
+
+def _wait(x: torch.Tensor, duration_ns: int) -> None:
+    if x.is_cuda:
+        _sleep_on_device(x.get_device(), duration_ns)
+    else:
+        _busy_wait_ns(duration_ns)
+
+
+@torch.compiler.disable
+def _sleep_on_device(index: int, duration_ns: int) -> None:
+    calibration = _device_calibration(index)  # the first call's, timed apart
+    with torch.cuda.device(index):
+        torch.cuda._sleep(round(duration_ns * calibration.cycles_per_ns))
+
+
+def double_fast(x: torch.Tensor, wait_us: int = 1000) -> torch.Tensor:
+    """2x after waiting ``wait_us``."""
+    _wait(x, wait_us * 1000)
+    return x + x
+
+
+def double_slow(x: torch.Tensor, wait_us: int = 1000) -> torch.Tensor:
+    """2x after waiting twice ``wait_us``: the same result, twice the cost."""
+    _wait(x, wait_us * 1000)
+    _wait(x, wait_us * 1000)
+    return x * 2
