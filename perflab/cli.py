@@ -25,7 +25,7 @@ from perflab.config.schema import PerflabConfig
 from perflab.console_streams import guard_console
 from perflab.errors import OutputLost, PerflabError, printable
 from perflab.experiment.invocation import read_invocation
-from perflab.isolation import start_fork_server
+from perflab.isolation import hf_preload, start_fork_server
 from perflab.records import check_writable, load_record
 from perflab.sweepdir import single_run_record
 
@@ -105,7 +105,7 @@ def main() -> None:
         check_overrides(sys.argv[1:])
         flags = {arg.split("=", 1)[0] for arg in sys.argv[1:]}  # --cfg=job as --cfg job
         if not INFO_FLAGS.intersection(flags):  # these run no trial
-            start_fork_server()
+            start_fork_server(hf_preload(sys.argv[1:]))
         _app()
     except OutputLost as exc:  # a single run's record could not be written
         print(f"perflab: stopped: {printable(str(exc))}", file=sys.stderr)

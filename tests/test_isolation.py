@@ -7,8 +7,10 @@ import signal
 import sys
 import time
 
+import pytest
+
 from perflab.errors import ConfigError
-from perflab.isolation import describe_exit, run_isolated
+from perflab.isolation import describe_exit, hf_preload, run_isolated
 
 
 def returns_pid_and_preloaded(_: object) -> tuple[int, bool]:
@@ -95,3 +97,24 @@ def test_the_processes_that_only_run_trials_never_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["batch_size=32"], ()),
+        (["model=convnet", "model.arch=gpt2"], ()),
+        (["-m", "model=hf"], ("transformers", "transformers.models.gpt2.modeling_gpt2")),
+        (
+            ["-m", "+experiment=hf_attention", "model.arch=bert,gpt2"],
+            (
+                "transformers",
+                "transformers.models.bert.modeling_bert",
+                "transformers.models.gpt2.modeling_gpt2",
+            ),
+        ),
+    ],
+)
+def test_the_fork_server_preloads_transformers_only_for_hugging_face_commands(argv, expected):
+    # device: none (reads the command line only)
+    assert hf_preload(argv) == expected
