@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perflab import attribution  # noqa: E402
+from perflab.profile import attribution  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "h100"
 HTA_FIGURES = FIXTURES / "hta_temporal_breakdown.json"

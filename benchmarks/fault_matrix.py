@@ -108,7 +108,7 @@ def finished(sweep: Path) -> dict[Path, int]:
 
 def layout(sweep: Path) -> dict[str, list[tuple[int, str]]]:
     """Per variant label, (round, status) of each trial on disk."""
-    from perflab.analysis.summary import Experiment, load_trials
+    from perflab.analysis.summarize import Experiment, load_trials
 
     experiment = Experiment.load(sweep)
     trials = load_trials(sweep, experiment.plan)
@@ -490,7 +490,7 @@ def deep_json(root: Path, reference: dict) -> dict[str, Any]:
     before = {p: t for p, t in finished(sweep).items() if p != record}
     report = subprocess.run([*PERFLAB_REPORT, str(sweep)], capture_output=True, text=True)
     analysis = subprocess.run(
-        [sys.executable, "-m", "perflab.analysis", str(sweep)], capture_output=True, text=True
+        [sys.executable, "-m", "perflab.report", str(sweep)], capture_output=True, text=True
     )
     resumed = perflab(root, [*HEALTHY, f"hydra.sweep.dir={sweep}"])
     return {

@@ -102,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     register_configs()
     from perflab.measure import profiled
-    from perflab.trial_request import TrialRequest
+    from perflab.process.trial_request import TrialRequest
 
     for batch in args.batch:
         cfg = _config(batch)

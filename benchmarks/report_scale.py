@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from perflab.analysis.summary import Experiment
+from perflab.analysis.summarize import Experiment
 from perflab.config.plan import Job, build_plan
-from perflab.records import Samples, TrialRecord, write_json_atomic, write_record
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.formats.records import Samples, TrialRecord, write_json_atomic, write_record
+from perflab.formats.sweepdir import EXPERIMENT_FILE
 
 SCHEDULE = {
     "metric": "latency",

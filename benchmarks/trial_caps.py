@@ -1,5 +1,5 @@
 """What the caps on a trial cost: trial.max_memory_mb and trial.max_log_mb, enforced by
-the process that waits for the trial (perflab.isolation.Limits, sampled every
+the process that waits for the trial (perflab.process.isolation.Limits, sampled every
 WATCH_INTERVAL_S).
 
   sample - one look at a running trial, as the parent takes it every interval: the
@@ -67,7 +67,7 @@ def writes(args: tuple[int, float]) -> tuple[float, int]:
 def sample_cost(children: int, work: Path, samples: int = 2000) -> tuple[float, int]:
     """Median us of one sample (memory of the tree + the log's size) of a live trial
     with ``children`` child processes, and its thread count."""
-    from perflab.isolation import run_isolated, tree_rss_bytes, trim_log
+    from perflab.process.isolation import run_isolated, tree_rss_bytes, trim_log
 
     pid_file, log = work / f"pid{children}", work / "sample.log"
     log.write_bytes(b"y" * 1000)
@@ -94,7 +94,7 @@ def sample_cost(children: int, work: Path, samples: int = 2000) -> tuple[float, 
 
 def parent_cpu(seconds: float, work: Path, capped: bool) -> float:
     """CPU seconds this process spends while a trial of ``seconds`` runs."""
-    from perflab.isolation import Limits, run_isolated
+    from perflab.process.isolation import Limits, run_isolated
 
     limits = Limits(2**40, "benchmark", work / "cpu.log", 10 * MiB) if capped else None
     start = time.process_time()
@@ -105,7 +105,7 @@ def parent_cpu(seconds: float, work: Path, capped: bool) -> float:
 def log_throughput(mib: int, rate: float, work: Path, capped: bool) -> tuple[float, int, int]:
     """MB/s of a trial writing ``mib`` MiB to its log (at ``rate`` MB/s, 0: at full
     speed), the most the log held meanwhile, and its size at the end."""
-    from perflab.isolation import Limits, run_isolated
+    from perflab.process.isolation import Limits, run_isolated
 
     log = work / ("capped.log" if capped else "uncapped.log")
     limits = Limits(log=log, max_log_bytes=10 * MiB) if capped else None
@@ -117,7 +117,7 @@ def log_throughput(mib: int, rate: float, work: Path, capped: bool) -> tuple[flo
 
 
 def main() -> None:
-    from perflab.isolation import WATCH_INTERVAL_S, start_fork_server
+    from perflab.process.isolation import WATCH_INTERVAL_S, start_fork_server
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)

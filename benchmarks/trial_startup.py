@@ -6,7 +6,7 @@ Measures, with perflab's own isolation layer (fork server with torch preloaded):
           torch, torch._dynamo and perflab.measure.trial already imported (the 0.5 s bar);
   round - a whole round trip (start, run a no-op, answer, exit);
   collect - the full garbage collection every trial runs before it measures, with the
-          preloads frozen (perflab/frozen_heap.py) and with them thawed, as before;
+          preloads frozen (perflab/process/frozen_heap.py) and with them thawed, as before;
 and, for contrast, a `python -c "import torch"` in a new interpreter (what spawn pays).
 CLOCK_MONOTONIC (perf_counter_ns) is shared by all processes on Linux, so the child's
 entry time can be compared with the parent's start time.
@@ -44,7 +44,7 @@ def child_collection(_: object) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    from perflab.isolation import run_isolated
+    from perflab.process.isolation import run_isolated
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=20)

@@ -19,15 +19,16 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from perflab import exits
-from perflab.config import compose
+from perflab.config import compose, devices
 from perflab.config.compose import check_overrides, one_line, register_configs, to_config
 from perflab.config.schema import PerflabConfig
-from perflab.console_streams import guard_console
 from perflab.errors import OutputLost, PerflabError, printable
 from perflab.experiment.invocation import read_invocation
-from perflab.isolation import hf_preload, start_fork_server
-from perflab.records import check_writable, load_record
-from perflab.sweepdir import single_run_record
+from perflab.formats.records import check_writable, load_record
+from perflab.formats.sweepdir import single_run_record
+from perflab.process import cuda_probe
+from perflab.process.console_streams import guard_console
+from perflab.process.isolation import hf_preload, start_fork_server
 
 register_configs()
 
@@ -43,7 +44,7 @@ def run_single(
     record written: a missing data.dataset module, or one that ends the process while it
     is imported, is exit 2 naming the field, as in a sweep, not a failed trial (exit 1)."""
     from perflab.experiment.schedule import VariantRun, check_all
-    from perflab.trial_request import TrialRequest, run_in_process
+    from perflab.process.trial_request import TrialRequest, run_in_process
 
     record_path = single_run_record(job_dir)
     request = TrialRequest(cfg, config_dict, str(record_path), read_invocation(), choices=choices)
@@ -106,6 +107,7 @@ def main() -> None:
         flags = {arg.split("=", 1)[0] for arg in sys.argv[1:]}  # --cfg=job as --cfg job
         if not INFO_FLAGS.intersection(flags):  # these run no trial
             start_fork_server(hf_preload(sys.argv[1:]))
+        devices.ask_cuda_with(cuda_probe.cuda_available)  # device=auto: this machine's answer
         _app()
     except OutputLost as exc:  # a single run's record could not be written
         print(f"perflab: stopped: {printable(str(exc))}", file=sys.stderr)

@@ -62,7 +62,7 @@ def sigterm_interrupts() -> Iterator[None]:
 def _interrupt(signum: int, frame: object) -> None:
     if signum == signal.SIGHUP:
         # the terminal is gone: what perflab prints from now on must not fail on it
-        from perflab.console_streams import detach_from_terminal
+        from perflab.process.console_streams import detach_from_terminal
 
         detach_from_terminal()
     raise KeyboardInterrupt

@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 
-from perflab.config.compose import register_configs
+from perflab.config.compose import register_configs, to_config
 from perflab.config.schema import PerflabConfig
 
 register_configs()
@@ -84,7 +83,7 @@ def make_config() -> Callable[..., PerflabConfig]:
             overrides = ("device=cpu", *overrides)
         with initialize_config_module(config_module="perflab.conf", version_base=None):
             cfg = compose(config_name="perflab", overrides=list(overrides))
-        return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+        return to_config(cfg)
 
     return make
 
@@ -95,7 +94,7 @@ def frozen_heap() -> Iterator[None]:
 
     That heap holds what every earlier test left alive; each trial's collection before it
     measures would walk all of it, which took seconds a trial late in the suite. Frozen, as
-    a trial process's preloads are (perflab/frozen_heap.py), and thawed again for the
+    a trial process's preloads are (perflab/process/frozen_heap.py), and thawed again for the
     modules after this one. Use it with ``pytestmark = pytest.mark.usefixtures("frozen_heap")``.
     """
     gc.collect()

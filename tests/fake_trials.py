@@ -3,8 +3,8 @@ trial process): seeded ok records, every call logged, an interruption on request
 
 from __future__ import annotations
 
-from perflab.records import Samples, TrialRecord, write_record
-from perflab.sweepdir import trial_record
+from perflab.formats.records import Samples, TrialRecord, write_record
+from perflab.formats.sweepdir import trial_record
 
 
 class FakeTrials:

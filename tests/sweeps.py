@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from perflab.analysis.summary import Experiment
+from perflab.analysis.summarize import Experiment
 from perflab.config.plan import Job, Plan, build_plan
-from perflab.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.formats.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
+from perflab.formats.sweepdir import EXPERIMENT_FILE
 
 SCHEDULE = {
     "metric": "latency",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sweeps import make_sweep
 
-from perflab.analysis.__main__ import main
-from perflab.analysis.summary import analyze_dir
+from perflab.analysis.summarize import analyze_dir
+from perflab.report.__main__ import main
 
 
 def test_reanalysis_is_bit_identical(tmp_path):
@@ -86,7 +86,7 @@ def test_h100_carry_over_is_estimated_from_the_order_of_the_trials():
     assert not [h for h in summary["health"] if h.startswith("carry-over")]
 
 
-# --- summary.json: the model (perflab.summary_file), its writer and its readers ----------
+# --- summary.json: the model (perflab.formats.summary), its writer and its readers ----------
 
 
 def _carry_over(root: Path) -> None:
@@ -94,7 +94,7 @@ def _carry_over(root: Path) -> None:
     and the comparisons keep their plain numbers under "unadjusted"."""
     from datetime import datetime
 
-    from perflab.records import load_record, write_record
+    from perflab.formats.records import load_record, write_record
 
     make_sweep(root, rounds=12)
     records = sorted(
@@ -110,7 +110,7 @@ def _carry_over(root: Path) -> None:
 def _other_shapes(root: Path) -> None:
     """Outputs of another shape (numerics with a reason) and a variant whose every trial
     failed (no measurements, a NO DATA comparison)."""
-    from perflab.records import load_record, write_record
+    from perflab.formats.records import load_record, write_record
 
     make_sweep(root)
     for path in sorted((root / "1" / "trials").glob("r*.json")):
@@ -132,10 +132,10 @@ SWEEPS = {
 
 @pytest.mark.parametrize("kind", sorted(SWEEPS))
 def test_summary_json_round_trips_byte_for_byte(tmp_path, kind):
-    from perflab.analysis import summary as analysis
-    from perflab.analysis.summary import analyze, load_experiment, load_trials
-    from perflab.records import write_json_atomic
-    from perflab.summary_file import SUMMARY_SCHEMA_VERSION, load_summary, write_summary
+    from perflab.analysis import summarize as analysis
+    from perflab.analysis.summarize import analyze, load_experiment, load_trials
+    from perflab.formats.records import write_json_atomic
+    from perflab.formats.summary import SUMMARY_SCHEMA_VERSION, load_summary, write_summary
 
     SWEEPS[kind](tmp_path)
     experiment = load_experiment(tmp_path)
@@ -152,7 +152,7 @@ def test_summary_json_round_trips_byte_for_byte(tmp_path, kind):
 
 
 def test_the_round_trips_cover_every_optional_part(tmp_path):
-    from perflab.analysis.summary import analyze, load_experiment, load_trials
+    from perflab.analysis.summarize import analyze, load_experiment, load_trials
 
     seen = set()
     for kind, build in SWEEPS.items():
@@ -177,7 +177,7 @@ def test_the_round_trips_cover_every_optional_part(tmp_path):
 
 
 def test_a_summary_json_without_schema_version_is_read_as_version_1(tmp_path):
-    from perflab.summary_file import load_summary
+    from perflab.formats.summary import load_summary
 
     make_sweep(tmp_path)
     written = analyze_dir(tmp_path)
@@ -191,7 +191,7 @@ def test_a_summary_json_without_schema_version_is_read_as_version_1(tmp_path):
     "sweep", ["amp_gpu_warmup0.5s", "amp_gpu_warmup3s", "main_command_quick", "compile_modes_quick"]
 )
 def test_h100_summaries_of_an_older_perflab_are_read(sweep):
-    from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary, load_summary
+    from perflab.formats.summary import SUMMARY_SCHEMA_VERSION, Summary, load_summary
 
     data = json.loads((H100 / sweep / "summary.json").read_text())
     assert "schema_version" not in data and "delta_requested" in data  # perflab 7bade6a
@@ -212,7 +212,7 @@ def test_h100_summaries_of_an_older_perflab_are_read(sweep):
 
 
 def test_a_newer_summary_json_is_refused_with_its_version(tmp_path):
-    from perflab.summary_file import SummaryError, load_summary
+    from perflab.formats.summary import SummaryError, load_summary
 
     make_sweep(tmp_path)
     newer = {**analyze_dir(tmp_path), "schema_version": 4}
@@ -248,7 +248,7 @@ def test_a_newer_summary_json_is_refused_with_its_version(tmp_path):
 )
 def test_a_bad_summary_json_names_the_field(tmp_path, spoil, problem):
     from perflab.errors import RecordError
-    from perflab.summary_file import load_summary
+    from perflab.formats.summary import load_summary
 
     make_sweep(tmp_path)
     data = analyze_dir(tmp_path)
@@ -260,7 +260,7 @@ def test_a_bad_summary_json_names_the_field(tmp_path, spoil, problem):
 
 
 def test_an_unreadable_summary_json_is_refused(tmp_path):
-    from perflab.summary_file import SummaryError, load_summary
+    from perflab.formats.summary import SummaryError, load_summary
 
     (tmp_path / "summary.json").write_text("[1, 2]")
     with pytest.raises(SummaryError, match="not a perflab summary"):
@@ -273,7 +273,8 @@ def test_an_unreadable_summary_json_is_refused(tmp_path):
 def test_the_summary_json_reference_names_every_field():
     import dataclasses
 
-    from perflab import summary_file, summary_variants
+    from perflab.formats import summary as summary_file
+    from perflab.formats.summary import variant as summary_variants
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "experiments.md").read_text()
     section = docs.split("## summary.json")[1].split("\n## ")[0]

@@ -13,7 +13,7 @@ import console_scripts
 import pytest
 from tiny import TINY, USER_MODEL, cpu_runs_fp16_natively
 
-from perflab.records import load_record
+from perflab.formats.records import load_record
 
 
 def perflab(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -150,7 +150,9 @@ def test_every_experiment_and_each_of_its_variants_composes(make_config, name):
 
     with initialize_config_module(config_module="perflab.conf", version_base=None):
         cfg = compose(
-            config_name="perflab", overrides=[f"+experiment={name}"], return_hydra_config=True
+            config_name="perflab",
+            overrides=["device=cpu", f"+experiment={name}"],
+            return_hydra_config=True,
         )
     params = dict(cfg.hydra.sweeper.params or {})
     assert params or name == "spin_ground_truth"

@@ -17,13 +17,9 @@ import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
-from perflab.analysis.summary import Experiment, load_trials
+from perflab.analysis.summarize import Experiment, load_trials
 from perflab.errors import OutsideSweep
-from perflab.profile.capture import write_profile
-from perflab.report import load, write_report
-from perflab.report.artifacts import publish
-from perflab.report.merge import load_groups
-from perflab.sweepdir import (
+from perflab.formats.sweepdir import (
     EXPERIMENT_FILE,
     GROUPS_FILE,
     PROFILE_FILE,
@@ -32,6 +28,10 @@ from perflab.sweepdir import (
     inside,
     relative_name,
 )
+from perflab.profile.capture import write_profile
+from perflab.report import load, write_report
+from perflab.report.artifacts import publish
+from perflab.report.merge import load_groups
 
 SECRET = b"the bytes of a file outside the sweep"
 

@@ -29,8 +29,8 @@ import console_scripts
 import pytest
 import torch
 
+from perflab.formats.records import TrialRecord, load_record
 from perflab.measure.timing import make_timer
-from perflab.records import TrialRecord, load_record
 from perflab.workloads.spin import spin
 
 pytestmark = pytest.mark.cuda

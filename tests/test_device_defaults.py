@@ -16,8 +16,9 @@ from perflab.config import compose as perflab_compose
 from perflab.config import devices
 from perflab.config.schema import ConvNetConfig, MLPConfig, PerflabConfig, TransformerConfig
 from perflab.errors import ConfigError
-from perflab.isolation import Outcome
 from perflab.measure import resolve as resolve_mod
+from perflab.process import cuda_probe
+from perflab.process.isolation import Outcome
 
 # The cpu defaults as they were before the defaults depended on the device: the README's
 # `perflab` and main command measure exactly this on a machine without CUDA.
@@ -59,7 +60,7 @@ def composed(*overrides: str) -> tuple[Any, dict[str, Any], dict[str, str]]:
     with open_dict(cfg):
         del cfg["hydra"]  # what the launcher hands to perflab (perflab/launcher.py, compose)
     task = cfg
-    return OmegaConf.to_object(task), OmegaConf.to_container(task, resolve=True), choices
+    return perflab_compose.to_config(task), OmegaConf.to_container(task, resolve=True), choices
 
 
 def subset(full: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
@@ -223,13 +224,13 @@ def test_defaults_composed_for_another_device_are_flagged(composed_cuda, device)
 
 
 def test_without_an_nvidia_gpu_the_launching_process_starts_nothing(monkeypatch):
-    monkeypatch.setattr(devices, "_nvml_gpu_count", lambda: 0)
-    monkeypatch.setattr("perflab.isolation.run_isolated", pytest.fail)
-    devices.cuda_available.cache_clear()
+    monkeypatch.setattr(cuda_probe, "_nvml_gpu_count", lambda: 0)
+    monkeypatch.setattr("perflab.process.isolation.run_isolated", pytest.fail)
+    cuda_probe.cuda_available.cache_clear()
     try:
-        assert devices.cuda_available() is False
+        assert cuda_probe.cuda_available() is False
     finally:
-        devices.cuda_available.cache_clear()
+        cuda_probe.cuda_available.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -243,12 +244,23 @@ def test_with_an_nvidia_gpu_a_trial_process_answers_once(monkeypatch, outcome, e
         asked.append(fn)
         return outcome
 
-    monkeypatch.setattr(devices, "_nvml_gpu_count", lambda: 1)
-    monkeypatch.setattr("perflab.isolation.run_isolated", run_isolated)
-    devices.cuda_available.cache_clear()
+    monkeypatch.setattr(cuda_probe, "_nvml_gpu_count", lambda: 1)
+    monkeypatch.setattr("perflab.process.isolation.run_isolated", run_isolated)
+    cuda_probe.cuda_available.cache_clear()
     try:
-        assert devices.cuda_available() is expected
-        assert devices.cuda_available() is expected
+        assert cuda_probe.cuda_available() is expected
+        assert cuda_probe.cuda_available() is expected
     finally:
-        devices.cuda_available.cache_clear()
+        cuda_probe.cuda_available.cache_clear()
     assert asked == ["perflab.measure.resolve:cuda_available"]
+
+
+def test_composing_or_validating_a_config_asks_no_machine(monkeypatch, make_config):
+    """device=auto is answered by whoever starts the sweep, never by the config layer."""
+    monkeypatch.setattr(cuda_probe, "cuda_available", pytest.fail)
+    monkeypatch.setattr("perflab.process.isolation.run_isolated", pytest.fail)
+    devices.ask_cuda_with(None)
+    make_config("device=cpu")  # validated in its __post_init__
+    with pytest.raises(Exception) as refused:
+        composed("device=auto")
+    assert perflab_compose.one_line(refused.value).startswith("device=auto: cannot be resolved")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from perflab.formats.summary import load_summary
+from perflab.formats.summary.variant import Measured
 from perflab.profile.diagnosis import delta_breakdown, diagnose
-from perflab.summary_file import load_summary
-from perflab.summary_variants import Measured
 
 # what a real variant measured (an H100 sweep's summary.json, read in its old form): the
 # tests below change the step, its phases and the settings the diagnosis looks at

@@ -19,7 +19,7 @@ from perflab.config.schema import (
     TargetSpec,
     TrialConfig,
 )
-from perflab.records import ErrorInfo, Probe, Samples, TrialRecord
+from perflab.formats.records import ErrorInfo, Probe, Samples, TrialRecord
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

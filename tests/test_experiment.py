@@ -11,8 +11,8 @@ import pytest
 from console_scripts import command
 from tiny import cpu_runs_fp16_natively
 
-from perflab.analysis.summary import analyze_dir
-from perflab.records import load_record
+from perflab.analysis.summarize import analyze_dir
+from perflab.formats.records import load_record
 
 PERFLAB = command("perflab")
 FAST = (

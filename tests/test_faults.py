@@ -25,7 +25,7 @@ from test_resilience import (
     records,
 )
 
-from perflab.sweepdir import CONSOLE_LOG, EXPERIMENT_FILE, LOCK_FILE
+from perflab.formats.sweepdir import CONSOLE_LOG, EXPERIMENT_FILE, LOCK_FILE
 
 # trials of ~0.7 s: long enough to act while one runs
 LONG = (
@@ -96,7 +96,7 @@ def test_a_trial_process_ends_itself_after_its_deadline_when_its_parent_cannot()
     # the parent kills a hung trial at trial.timeout_s; the trial's own alarm is for a
     # parent that is gone or stuck (grace set to 0 here to keep the test short)
     code = (
-        "import time, perflab.isolation as i; i.OWN_TIMEOUT_GRACE_S = 0; "
+        "import time, perflab.process.isolation as i; i.OWN_TIMEOUT_GRACE_S = 0; "
         "i._own_deadline(0.5); time.sleep(30)"
     )
     began = time.monotonic()

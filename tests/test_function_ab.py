@@ -18,10 +18,10 @@ from perflab.analysis.numerics import compare_probes
 from perflab.config.compose import to_config
 from perflab.config.plan import Job, build_plan
 from perflab.errors import ConfigError
+from perflab.formats.records import load_record
 from perflab.measure.preflight import check_settings
 from perflab.measure.trial import run_trial
-from perflab.records import load_record
-from perflab.trial_request import TrialRequest
+from perflab.process.trial_request import TrialRequest
 from perflab.workloads.function import Function, build
 from perflab.workloads.spin import double_fast, double_slow
 

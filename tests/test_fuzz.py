@@ -85,7 +85,7 @@ def _checked(request: Any) -> list[str]:
 def _single_trial(
     cfg: config.PerflabConfig, config_dict: dict[str, Any], job_dir: Path, choices: Any
 ) -> Path:
-    from perflab.trial_request import TrialRequest
+    from perflab.process.trial_request import TrialRequest
 
     invocation = {"argv": list(sys.argv), "cwd": str(Path.cwd())}
     _checked(TrialRequest(cfg, config_dict, "", invocation, choices=choices))

@@ -14,12 +14,12 @@ from perflab.analysis import health
 from perflab.analysis.health import leak_flag, stall_flag, stalls
 from perflab.analysis.variants import variant_summary
 from perflab.config.plan import Variant
-from perflab.isolation import run_isolated
+from perflab.formats.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
 from perflab.measure import memory
 from perflab.measure.steps import run_block
 from perflab.measure.timing import HostTimer, split_marks
-from perflab.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
-from perflab.trial_request import RUN_TRIAL, TrialRequest
+from perflab.process.isolation import run_isolated
+from perflab.process.trial_request import RUN_TRIAL, TrialRequest
 
 MIB = 2**20
 BASE = 400 * MIB  # about what a CPU trial's RSS holds as its timed block begins

@@ -18,19 +18,19 @@ import console_scripts
 import pytest
 from sweeps import make_sweep
 
-from perflab.analysis.summary import Experiment
+from perflab.analysis.summarize import Experiment
 from perflab.errors import ConfigError, RecordError
 from perflab.experiment import codeprint, resume
-from perflab.profile.profile_file import load_profile
-from perflab.records import check_writable, load_record
-from perflab.summary_file import SummaryError, load_summary
-from perflab.sweepdir import (
+from perflab.formats.records import check_writable, load_record
+from perflab.formats.summary import SummaryError, load_summary
+from perflab.formats.sweepdir import (
     LOCK_FILE,
     RUN_MARKERS,
     SWEEP_MARKERS,
     SweepLock,
     check_output_dir,
 )
+from perflab.profile.profile_file import load_profile
 
 # A sweep of one variant, three rounds of ~0.2 s trials of MODEL (my_model.py, in the
 # directory the command runs in), each in a fresh process, on the CPU: ~6 s
@@ -75,7 +75,7 @@ def build(victims: str = "") -> torch.nn.Module:
 """
 # 100,000 nested arrays: json recurses once per level
 DEEP = "[" * 100_000 + "]" * 100_000
-# the nesting perflab reads at most (perflab.json_file.MAX_DEPTH)
+# the nesting perflab reads at most (perflab.formats.json_file.MAX_DEPTH)
 MAX_DEPTH = 100
 
 
@@ -112,7 +112,7 @@ def one_line(stderr: str) -> str:
 
 def analysis(sweep: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "perflab.analysis", str(sweep)],
+        [sys.executable, "-m", "perflab.report", str(sweep)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -141,7 +141,7 @@ def test_the_import_walk_follows_local_modules_only_and_is_bounded(tmp_path, mon
     (tmp_path / "pkg" / "inner.py").write_text("import deepest\nx = 1\n")
     (tmp_path / "deepest.py").write_text("y = 2\n")
     (tmp_path / "model.py").write_text(
-        "import json, os.path\nimport numpy\nimport perflab.records\nimport pkg\n"
+        "import json, os.path\nimport numpy\nimport perflab.formats.records\nimport pkg\n"
         "def build():\n    from helper import z\n"
     )
     (tmp_path / "helper.py").write_text("z = 3\n")
@@ -208,8 +208,8 @@ def test_a_deeply_nested_experiment_json_is_one_line_and_exit_2(tmp_path):
 
 
 def test_every_reader_of_perflab_json_bounds_its_nesting(tmp_path):
-    from perflab import json_file
-    from perflab.json_file import NestedTooDeep, read_json
+    from perflab.formats import json_file
+    from perflab.formats.json_file import NestedTooDeep, read_json
 
     assert json_file.MAX_DEPTH == MAX_DEPTH
     deep = tmp_path / "deep.json"
@@ -369,7 +369,7 @@ def test_a_real_full_disk_under_perflab_report_exits_74(tmp_path, monkeypatch, c
     """The same on a 2 MB tmpfs, filled up (needs root and a kernel that lets it mount;
     skipped otherwise). The free-space floor checked before writing is lowered to 0 so
     that the write itself is what meets the full disk."""
-    from perflab import records
+    from perflab.formats import records
     from perflab.report.cli import main as report_main
 
     sweep, disk = tmp_path / "sweep", tmp_path / "disk"

@@ -13,9 +13,9 @@ import console_scripts
 import pytest
 
 from perflab.errors import ConfigError
+from perflab.formats.records import load_record
 from perflab.measure.preflight import check_settings
-from perflab.records import load_record
-from perflab.trial_request import TrialRequest
+from perflab.process.trial_request import TrialRequest
 
 MODULE = "tests.exits_at_import"
 # two variants, the baseline's model imports cleanly, and the A/A sentinel (a copy of the

@@ -17,8 +17,8 @@ import pytest
 from processes import alive
 from test_resilience import FAULTY, PERFLAB, left_in_group
 
-from perflab.isolation import Worker
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.process.isolation import Worker
 
 
 def _interrupted_start(process: object) -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from perflab.errors import ConfigError
-from perflab.isolation import describe_exit, hf_preload, run_isolated
+from perflab.process.isolation import describe_exit, hf_preload, run_isolated
 
 
 def returns_pid_and_preloaded(_: object) -> tuple[int, bool]:
@@ -48,7 +48,7 @@ def test_child_runs_in_a_fresh_process_with_torch_preloaded():
 
 
 def test_a_child_inherits_the_preloads_frozen_so_its_collections_skip_them():
-    # perflab/frozen_heap.py: torch's, Hydra's and perflab's objects sit in the frozen
+    # perflab/process/frozen_heap.py: torch's, Hydra's and perflab's objects sit in the frozen
     # generation; a full collection in the child walks only what the child made itself
     frozen, walked = run_isolated(frozen_and_walked, None, timeout_s=120).value
     assert frozen > 100_000 and walked < frozen / 10
@@ -93,7 +93,7 @@ def test_the_processes_that_only_run_trials_never_import_torch():
     code = (
         "import sys, perflab.cli, perflab.experiment.launcher, perflab.experiment.scaleout, "
         "perflab.experiment.schedule, perflab.experiment.resume, perflab.report.merge, "
-        "perflab.analysis.__main__; print('torch' in sys.modules)"
+        "perflab.report.__main__; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

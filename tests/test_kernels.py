@@ -17,13 +17,13 @@ from tiny import TINY
 from torch import nn
 
 from perflab.errors import ConfigError
+from perflab.formats.records import load_record, write_record
 from perflab.kernels import CALLS, TOLERANCES, FusedLinearGELU, fuse_model, ops
 from perflab.measure.resolve import resolve
 from perflab.measure.trial import run_trial
-from perflab.records import load_record, write_record
+from perflab.process.trial_request import TrialRequest
 from perflab.report import load, write_report
 from perflab.report.markdown import INTERPRETER_LABEL
-from perflab.trial_request import TrialRequest
 from perflab.workloads.models import convnet, mlp, transformer
 
 DTYPES = list(TOLERANCES)

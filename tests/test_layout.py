@@ -77,3 +77,16 @@ def test_no_source_cites_a_file_outside_the_repository():
         if re.search(r"(?<![\w/])DESIGN\.md|/work/shared|\.\./shared/", line)
     ]
     assert not cited, f"cite docs/design.md instead: {cited}"
+
+
+def test_the_layer_table_is_the_import_contract():
+    """docs/contributing.md's table of layers, top to bottom, is the layers contract that
+    lint-imports enforces: the one table of layers the docs keep."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [contract] = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    enforced = [{n.strip() for n in layer.split("|")} for layer in contract["layers"]]
+    text = (ROOT / "docs" / "contributing.md").read_text()
+    section = text[text.index("## Layers") :].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = [set(re.findall(r"`(\w+)`", row.split(" | ")[0])) for row in rows]
+    assert documented == enforced

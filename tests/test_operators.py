@@ -176,8 +176,8 @@ def test_the_trace_is_written_as_exported_with_its_rank_added(tmp_path):
     # device=cpu: the exporter's own text goes to the file, distributedInfo in front
     import gzip
 
+    from perflab.formats.sweepdir import TRACE_FILE
     from perflab.profile.capture import export_trace, write_trace
-    from perflab.sweepdir import TRACE_FILE
 
     exported = export_trace(_profiled_cpu(stacks=False), tmp_path)
     assert exported.events["distributedInfo"] == {"rank": 0, "world_size": 1}

@@ -16,10 +16,10 @@ from console_scripts import command
 from sweeps import make_sweep
 
 from perflab.config.plan import Variant
-from perflab.isolation import output_to
+from perflab.formats.sweepdir import TRACE_DIR, TRACE_FILE
+from perflab.process.isolation import output_to
 from perflab.report import load, write_report
 from perflab.report.artifacts import files_section, folder_names, publish, safe_name
-from perflab.sweepdir import TRACE_DIR, TRACE_FILE
 
 NOISY_MODULE = """
 import os
@@ -141,7 +141,7 @@ def test_a_child_that_crashes_leaves_what_it_printed_in_its_log(tmp_path):
     # block-buffered, as on most machines, until output_to makes it line-buffered
     script = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-        "from pathlib import Path; from perflab.isolation import run_isolated; "
+        "from pathlib import Path; from perflab.process.isolation import run_isolated; "
         "print(run_isolated('test_output:prints_then_crashes', None, 120, "
         f"log=Path({str(log)!r})).kind)"
     )

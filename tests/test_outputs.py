@@ -18,7 +18,7 @@ from tiny import USER_MODEL
 
 from perflab.config.schema import ModelConfig, TargetSpec
 from perflab.errors import ConfigError
-from perflab.records import load_record
+from perflab.formats.records import load_record
 from perflab.workloads.outputs import fields_of, make_loss, output_tensor
 
 X = torch.randn(4, 5)

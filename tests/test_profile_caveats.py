@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from sweeps import make_sweep
 
+from perflab.formats.sweepdir import profile_record
 from perflab.profile.capture import write_profile
 from perflab.profile.families import OpRow
 from perflab.report import load
 from perflab.report.profiles import profiles_section, why_section
-from perflab.sweepdir import profile_record
 
 
 def _profile(sweep: Path, job: str, profiled_ms: float, gemm_ms: float) -> None:

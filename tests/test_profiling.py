@@ -8,11 +8,11 @@ import json
 import pytest
 from tiny import TINY
 
-from perflab.isolation import run_isolated
 from perflab.measure.profiled import run_profile
+from perflab.process.isolation import run_isolated
+from perflab.process.trial_request import TrialRequest
 from perflab.profile.families import classify
 from perflab.profile.profile_file import load_profile
-from perflab.trial_request import TrialRequest
 
 
 @pytest.mark.parametrize(

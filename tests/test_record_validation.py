@@ -12,11 +12,10 @@ import pytest
 from fake_trials import FakeTrials
 from sweeps import make_sweep
 
-from perflab.analysis import summary as analysis
-from perflab.analysis.__main__ import main as analysis_main
-from perflab.analysis.summary import Experiment, analyze, analyze_dir, load_trials
+from perflab.analysis import summarize as analysis
+from perflab.analysis.summarize import Experiment, analyze, analyze_dir, load_trials
 from perflab.errors import RecordError
-from perflab.records import (
+from perflab.formats.records import (
     SCHEMA_VERSION,
     Probe,
     Samples,
@@ -24,7 +23,8 @@ from perflab.records import (
     load_record,
     write_record,
 )
-from perflab.summary_file import Summary
+from perflab.formats.summary import Summary
+from perflab.report.__main__ import main as analysis_main
 
 
 def _record(round_: int = 0) -> TrialRecord:
@@ -177,7 +177,7 @@ def test_perflab_report_and_the_analysis_go_on_past_bad_records(tmp_path, capsys
         assert f"skipped an unreadable file: {name}".replace("_", "\\_") in notes
     assert "Traceback" not in err
 
-    analysis._warned.clear()  # a fresh process, as `python -m perflab.analysis` is
+    analysis._warned.clear()  # a fresh process, as `python -m perflab.report` is
     analysis_main([str(tmp_path)])
     captured = capsys.readouterr()
     assert "experiment.json" not in captured.err
@@ -243,7 +243,7 @@ def test_every_record_is_written_with_a_checksum_of_its_canonical_json(tmp_path)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
     import hashlib
 
-    from perflab.records import record_checksum
+    from perflab.formats.records import record_checksum
 
     assert data["checksum"] == "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     assert record_checksum(body) == data["checksum"]

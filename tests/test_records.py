@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from perflab.errors import RecordError
-from perflab.records import (
+from perflab.formats.records import (
     SCHEMA_VERSION,
     ErrorInfo,
     Probe,

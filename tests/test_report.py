@@ -13,7 +13,7 @@ import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
-from perflab.records import load_record, write_json_atomic, write_record
+from perflab.formats.records import load_record, write_json_atomic, write_record
 from perflab.report import load, write_report
 from perflab.report.cli import GATES
 from perflab.report.markdown import esc
@@ -161,10 +161,10 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry(tmp_path):
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from perflab.analysis.summary import analyze_dir
+    from perflab.analysis.summarize import analyze_dir
+    from perflab.formats.summary import Summary
+    from perflab.formats.summary.variant import Telemetry
     from perflab.report.memory_section import resources_section
-    from perflab.summary_file import Summary
-    from perflab.summary_variants import Telemetry
 
     make_sweep(tmp_path)
     [variant, *_] = Summary.from_dict(analyze_dir(tmp_path)).variants

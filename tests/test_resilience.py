@@ -18,13 +18,13 @@ import pytest
 from fake_trials import FakeTrials
 from processes import alive
 
-from perflab.analysis.summary import Experiment, analyze_dir, load_trials
+from perflab.analysis.summarize import Experiment, analyze_dir, load_trials
 from perflab.errors import ConfigError
 from perflab.experiment import resume
-from perflab.isolation import run_isolated
-from perflab.records import MIN_FREE_BYTES, check_writable, load_record
-from perflab.summary_file import Summary
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.formats.records import MIN_FREE_BYTES, check_writable, load_record
+from perflab.formats.summary import Summary
+from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.process.isolation import run_isolated
 
 PERFLAB = console_scripts.command("perflab")
 # The model of tests/faulty.py on short trial settings, on the CPU: its oom fault raises

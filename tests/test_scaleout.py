@@ -16,9 +16,9 @@ from perflab.config.plan import Job
 from perflab.errors import ConfigError
 from perflab.experiment import scaleout
 from perflab.experiment.scaleout import Group, check_group_by, split
-from perflab.records import write_json_atomic
+from perflab.formats.records import write_json_atomic
+from perflab.formats.sweepdir import CONSOLE_LOG, LOCK_FILE
 from perflab.report.merge import write_merged_report
-from perflab.sweepdir import CONSOLE_LOG, LOCK_FILE
 
 PERFLAB = command("perflab")
 REPORT = command("perflab-report")
@@ -97,8 +97,8 @@ def test_merged_report_compares_step_times_on_equal_machines(tmp_path):
 
 
 def test_the_merged_summary_json_is_read_back_as_written(tmp_path):
+    from perflab.formats.summary import MergedSummary, load_merged_summary
     from perflab.report.merge import load_groups, merged_summary
-    from perflab.summary_file import MergedSummary, load_merged_summary
 
     _grouped(tmp_path, torch_b="2.13.0+cpu")
     write_merged_report(tmp_path)

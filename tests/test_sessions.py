@@ -20,11 +20,11 @@ from console_scripts import command
 from fake_trials import FakeTrials
 
 from perflab.analysis import sessions, stats
-from perflab.analysis.summary import Experiment, compare, load_trials
+from perflab.analysis.summarize import Experiment, compare, load_trials
 from perflab.config.plan import Job, build_plan
 from perflab.config.schema import ScheduleConfig
-from perflab.records import Samples, TrialRecord
-from perflab.summary_file import NO_DATA, load_summary
+from perflab.formats.records import Samples, TrialRecord
+from perflab.formats.summary import NO_DATA, load_summary
 
 PLAN = build_plan(
     [Job(i, [f"amp={a}"], {"amp": a}) for i, a in enumerate(("off", "bf16"))], {}, sentinel=True

@@ -22,7 +22,7 @@ from perflab.measure.sizes import (
     sample_bytes,
     size_limits,
 )
-from perflab.trial_request import TrialRequest
+from perflab.process.trial_request import TrialRequest
 
 GIB = 2**30
 # a small machine: 2 cores, 8 GiB free, no GPU

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fake_trials import FakeTrials
 
-from perflab.analysis.summary import Experiment
+from perflab.analysis.summarize import Experiment
 from perflab.config.plan import Job, Plan, build_plan
 from perflab.config.schema import ScheduleConfig
-from perflab.records import ErrorInfo, TrialRecord, write_record
-from perflab.sweepdir import trial_record
+from perflab.formats.records import ErrorInfo, TrialRecord, write_record
+from perflab.formats.sweepdir import trial_record
 
 # batch sizes only (+experiment=batch_scaling): no comparison, an A/A sentinel of the first
 SCALING = build_plan(

@@ -1,5 +1,5 @@
 """Where a sweep may write, and the lock that keeps one perflab per sweep directory
-(perflab/sweepdir.py), checked in this process; device-free."""
+(perflab/formats/sweepdir.py), checked in this process; device-free."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perflab.errors import ConfigError
-from perflab.sweepdir import (
+from perflab.formats.sweepdir import (
     LOCK_FILE,
     RUN_MARKERS,
     SWEEP_MARKERS,
@@ -102,7 +102,7 @@ def test_the_lock_is_exclusive_names_its_holder_and_is_released(tmp_path):
 def test_a_lock_left_by_a_killed_run_is_taken_over_and_reported_as_stale(tmp_path):
     # a process that takes the lock and dies with -9, as a killed launcher does
     code = (
-        "import os, signal, sys; from perflab.sweepdir import SweepLock; "
+        "import os, signal, sys; from perflab.formats.sweepdir import SweepLock; "
         f"SweepLock({str(tmp_path)!r}).acquire(); os.kill(os.getpid(), signal.SIGKILL)"
     )
     done = subprocess.run([sys.executable, "-c", code], timeout=60)

@@ -9,12 +9,12 @@ import pytest
 from tiny import TINY
 
 from perflab.errors import ConfigError
-from perflab.isolation import run_isolated
+from perflab.formats.records import load_record
 from perflab.measure.steps import INFER_PHASES, TRAIN_PHASES
 from perflab.measure.trial import run_trial
-from perflab.records import load_record
+from perflab.process.isolation import run_isolated
+from perflab.process.trial_request import RUN_TRIAL, TrialRequest
 from perflab.report.console import trial_summary
-from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 pytestmark = pytest.mark.usefixtures("frozen_heap")
 
@@ -158,7 +158,7 @@ def test_later_rounds_skip_the_probe_and_evidence_pass_unless_asked(tmp_path, ma
 
 
 def test_a_fixed_length_trial_runs_exactly_its_steps(tmp_path, make_config):
-    from perflab.trial_request import TrialLength
+    from perflab.process.trial_request import TrialLength
 
     cfg = make_config(*TINY, "trial.min_s=0.2")  # device=cpu: one step per sample
     path = tmp_path / "r001.json"

@@ -1,5 +1,5 @@
 """What a trial may use: its memory (trial.max_memory_mb) and its log (trial.max_log_mb),
-bounded while it runs by the process that waits for it (perflab.isolation.Limits)."""
+bounded while it runs by the process that waits for it (perflab.process.isolation.Limits)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from unbounded import CHUNK, MiB
 from perflab.config.schema import TrialConfig
 from perflab.errors import ConfigError, DiskFull
 from perflab.experiment.launcher import _output_lost
-from perflab.isolation import (
+from perflab.formats.records import load_record
+from perflab.process.isolation import (
     Limits,
     Worker,
     machine_memory_bytes,
@@ -24,8 +25,7 @@ from perflab.isolation import (
     tree_rss_bytes,
     trim_log,
 )
-from perflab.records import load_record
-from perflab.trial_request import DEFAULT_MEMORY_SHARE, _memory_cap
+from perflab.process.trial_request import DEFAULT_MEMORY_SHARE, _memory_cap
 
 
 def test_a_trial_over_its_memory_cap_is_killed_with_a_message_naming_the_cap():

@@ -13,10 +13,10 @@ import pytest
 from processes import alive
 from test_resilience import BASE, perflab
 
-from perflab.atomic import write_text_whole
-from perflab.isolation import Worker, run_isolated
-from perflab.records import write_json_atomic
-from perflab.sweepdir import CONSOLE_LOG
+from perflab.formats.atomic import write_text_whole
+from perflab.formats.records import write_json_atomic
+from perflab.formats.sweepdir import CONSOLE_LOG
+from perflab.process.isolation import Worker, run_isolated
 
 
 def sleeps_started(log: Path) -> set[int]:

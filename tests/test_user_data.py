@@ -23,9 +23,9 @@ from perflab.config.schema import ModelConfig, TargetSpec
 from perflab.config.user_code import user_code, workload_name, workloads_named
 from perflab.errors import ConfigError
 from perflab.experiment import codeprint
+from perflab.formats.records import load_record
 from perflab.measure import knobs
 from perflab.measure.steps import call_model
-from perflab.records import load_record
 from perflab.workloads import check_factories
 from perflab.workloads.data import Pairs, as_pair, probe_batch
 from perflab.workloads.outputs import make_loss

@@ -18,12 +18,12 @@ import tests.user_steps as user_steps
 from perflab.analysis.numerics import compare_probes
 from perflab.config.plan import Job, build_plan, first_listed_baselines
 from perflab.errors import ConfigError
+from perflab.formats.records import load_record
 from perflab.measure.preflight import check_settings
 from perflab.measure.steps import Marks, StepMarksError
 from perflab.measure.timing import split_marks
 from perflab.measure.trial import run_trial
-from perflab.records import load_record
-from perflab.trial_request import TrialRequest
+from perflab.process.trial_request import TrialRequest
 
 STEPS = "tests.user_steps"
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from perflab.analysis import carryover, stats
-from perflab.analysis import summary as analysis
+from perflab.analysis import summarize as analysis
 from perflab.analysis.simulation import Machine, preset, tally, with_fields
 
 
@@ -156,8 +156,8 @@ def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_num
 
 
 def test_the_console_table_prints_the_band_the_noise_floor_and_experiment_health():
+    from perflab.formats.summary import Summary
     from perflab.report.console import experiment_table
-    from perflab.summary_file import Summary
 
     base, var = _costs([0.05, 0.06, 0.04, 0.05, 0.055])
     comparison = {

@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 from console_scripts import command
 
-from perflab.records import load_record
+from perflab.formats.records import load_record
 
 WHY = (
     "torchvision from PyPI does not load against this CPU torch build: "

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from perflab.analysis import stats
-from perflab.analysis import summary as analysis
+from perflab.analysis import summarize as analysis
 from perflab.analysis.simulation import Machine, SimVariant, experiment, tally, with_fields
 from perflab.config.schema import ScheduleConfig, TrialConfig
 

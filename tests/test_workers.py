@@ -17,13 +17,13 @@ from test_experiment import FAST, perflab, sweep_dir
 from tiny import TINY
 
 from perflab.analysis import stats
-from perflab.analysis.summary import rounds_per_unit
+from perflab.analysis.summarize import rounds_per_unit
 from perflab.analysis.variants import parts_written
-from perflab.isolation import Worker
+from perflab.formats.records import load_record
 from perflab.measure.trial import uncounted
-from perflab.records import load_record
+from perflab.process.isolation import Worker
+from perflab.process.trial_request import RUN_TRIAL, TrialRequest
 from perflab.report.time_section import rounds
-from perflab.trial_request import RUN_TRIAL, TrialRequest
 
 # kept by a worker between calls (module state survives in the process, not across)
 CALLS = 0

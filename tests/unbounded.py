@@ -63,7 +63,7 @@ def build(
     return Unbounded(leak_mb, print_kb, step_us)
 
 
-# --- the same misbehaviour as plain functions, for perflab.isolation's own tests --------
+# --- the same misbehaviour as plain functions, for perflab.process.isolation's own tests --------
 # (here, not in the test module: a child imports the module of the function it runs,
 # and this one is light)
 

@@ -33,7 +33,7 @@ class PerflabLauncher(Launcher):
     def __init__(self) -> None:
         self.config: Optional[DictConfig] = None  # noqa: UP045 - see the module docstring
         self.hydra_context: Optional[HydraContext] = None  # noqa: UP045
-        self.lock: Any = None  # perflab.sweepdir.SweepLock, once set up
+        self.lock: Any = None  # perflab.formats.sweepdir.SweepLock, once set up
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig

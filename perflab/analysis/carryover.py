@@ -36,8 +36,8 @@ from scipy import stats as sps
 from perflab.analysis import sessions
 from perflab.analysis.stats import holm, trial_cost
 from perflab.config.plan import Plan
-from perflab.records import TrialRecord
-from perflab.summary_file import CarryOverEffect
+from perflab.formats.records import TrialRecord
+from perflab.formats.summary import CarryOverEffect
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab.records import SAMPLE_BYTES, THROTTLE_BITS, TrialRecord
+from perflab.formats.records import SAMPLE_BYTES, THROTTLE_BITS, TrialRecord
 
 MIB = 2**20
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from perflab.records import Probe
+from perflab.formats.records import Probe
 
 # Largest allowed relative error of the outputs, measured against the largest output
 # magnitude, by the less precise output dtype of the pair.

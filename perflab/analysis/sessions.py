@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from perflab.analysis.stats import Sessions
-from perflab.records import TrialRecord
+from perflab.formats.records import TrialRecord
 
 
 def of_record(record: TrialRecord, resumed: Sequence[Mapping[str, Any]]) -> int:

@@ -4,7 +4,7 @@ A simulated experiment runs perflab's whole method on made-up step times: rounds
 freshly shuffled variants plus the A/A sentinel, every trial warmed up under
 perflab.analysis.steady's rule, the first trial of each configuration fixing the timed steps of
 its later ones, the stopping rule of perflab.experiment.schedule, and the verdicts, Holm adjustment,
-sentinel check and carry-over estimate of perflab.analysis.summary, called exactly as perflab
+sentinel check and carry-over estimate of perflab.analysis.summarize, called exactly as perflab
 calls them. Only the step times are invented.
 
 A step's time is its variant's true step time, perturbed by what makes real machines
@@ -40,7 +40,7 @@ from omegaconf import OmegaConf
 from scipy.stats import beta
 
 from perflab.analysis import carryover, stats, steady
-from perflab.analysis import summary as analysis
+from perflab.analysis import summarize as analysis
 from perflab.config.devices import by_device
 from perflab.config.schema import ScheduleConfig, TrialConfig
 
@@ -369,7 +369,7 @@ def _analyse(
     lengths: dict[int, int],
     per_unit: int,
 ) -> Outcome:
-    """perflab.analysis.summary's verdicts, sentinel check and carry-over adjustment, with
+    """perflab.analysis.summarize's verdicts, sentinel check and carry-over adjustment, with
     units of ``per_unit`` rounds."""
     level, delta = schedule.confidence, schedule.delta
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from perflab.records import TrialRecord
+from perflab.formats.records import TrialRecord
 
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE = "FASTER", "SLOWER", "EQUIVALENT", "INCONCLUSIVE"
 

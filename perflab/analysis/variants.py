@@ -1,6 +1,6 @@
 """One variant's summary: step-time percentiles, phases, memory, GPU telemetry, failures
 and health flags, from its trial records (a part of summary.json, see
-perflab.analysis.summary; its model is perflab.summary_variants.VariantSummary)."""
+perflab.analysis.summarize; its model is perflab.formats.summary.variant.VariantSummary)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from perflab.analysis import stats, steady
 from perflab.analysis.health import leak_flag, stall_flag, telemetry_flags
 from perflab.config.plan import Variant
-from perflab.records import Samples, TrialRecord
+from perflab.formats.records import Samples, TrialRecord
 
 # IQR/median of a trial's steps above these: noisy, then grossly noisy
 # (docs/design.md#health-flags)

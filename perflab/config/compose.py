@@ -21,9 +21,10 @@ from omegaconf.errors import (
 
 from perflab.config import schema as config_module
 from perflab.config.devices import _default_option, by_device, cuda_defaults
+from perflab.config.rules import validate
 from perflab.config.schema import MODEL_SCHEMAS, DataConfig, PerflabConfig
 from perflab.errors import ConfigError, PerflabError, format_value
-from perflab.sweepdir import RUN_MARKERS, check_output_dir
+from perflab.formats.sweepdir import RUN_MARKERS, check_output_dir
 
 
 def register_configs() -> None:
@@ -66,7 +67,7 @@ def to_config(cfg: DictConfig) -> PerflabConfig:
     """Turn the composed Hydra config into the validated, typed config (once)."""
     check_keys(cfg)
     try:
-        return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+        config: PerflabConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except MissingMandatoryValue as exc:
         key = str(exc.full_key)
         allowed = (
@@ -84,6 +85,8 @@ def to_config(cfg: DictConfig) -> PerflabConfig:
         kind = _field_type(exc) or "a value of the field's type"
         allowed = f"{kind}, or an interpolation ${{...}} resolving to one"
         raise ConfigError(key, _raw_value(cfg, key), allowed, joined_lines(str(exc))) from exc
+    validate(config)
+    return config
 
 
 def check_keys(node: DictConfig, path: str = "") -> None:
@@ -137,6 +140,11 @@ CONFIG_PATH = "pkg://perflab.conf"
 
 def one_line(exc: BaseException) -> str:
     """Hydra and OmegaConf errors span several lines; say the same on one."""
+    cause: BaseException | None = exc
+    while cause is not None:  # a resolver of perflab's raised it: its message is the one
+        if isinstance(cause, PerflabError):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options:
         options = ", ".join(o for o in exc.options if not o.endswith("_schema"))
         group, _, name = exc.missing_cfg_file.rpartition("/")

@@ -4,15 +4,18 @@ The fields a user does not set take the defaults of the device the trials run on
 (docs/configuration.md, "Defaults by device"). Hydra composes the config in the
 launching process, before any trial, so the choice is made there: `device` is also a
 config group (conf/device/) whose option the defaults list reads, and device=auto asks
-whether CUDA is there. Whatever the user sets wins: a group chosen on the command line
-(model=convnet) replaces the interpolation in conf/perflab.yaml, a value
-(model.d_model=512) replaces the ${perflab.by_device:...} call in conf/model/.
+whether CUDA is there (whoever starts the sweep answers: ask_cuda_with). Whatever the
+user sets wins: a group chosen on the command line (model=convnet) replaces the
+interpolation in conf/perflab.yaml, a value (model.d_model=512) replaces the
+${perflab.by_device:...} call in conf/model/.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from typing import Any
+
+from perflab.errors import ConfigError
 
 # The group options each device's defaults choose. cpu: the defaults perflab always had.
 # cuda: on an H100 those measured the data loader, not the GPU (the main command's convnet
@@ -25,35 +28,29 @@ DEVICE_DEFAULTS: dict[str, dict[str, str]] = {
 }
 
 
-@functools.cache
+# device=auto asks whether CUDA is there, which starts a process (a child of the fork
+# server answers as a trial would) and asks the NVIDIA driver. Composing or validating a
+# config never asks by itself: the command that starts a sweep hands the question over
+# (perflab.cli: perflab.process.cuda_probe.cuda_available) before Hydra composes.
+_ask_cuda: Callable[[], bool] | None = None
+
+
+def ask_cuda_with(question: Callable[[], bool] | None) -> None:
+    """Who answers device=auto in this process from now on (None: nobody)."""
+    global _ask_cuda
+    _ask_cuda = question
+
+
 def cuda_available() -> bool:
-    """``torch.cuda.is_available()`` as a trial process will see it, asked once per
-    process without importing torch here (the launching process stays torch-free): no
-    NVIDIA GPU for NVML means no CUDA, at once; otherwise a child of the trial processes'
-    fork server, which has torch loaded anyway, answers."""
-    if _nvml_gpu_count() == 0:
-        return False
-    from perflab.isolation import run_isolated
-
-    outcome = run_isolated("perflab.measure.resolve:cuda_available", None, timeout_s=120)
-    return outcome.kind == "ok" and outcome.value is True
-
-
-def _nvml_gpu_count() -> int:
-    try:
-        import pynvml  # nvidia-ml-py, a dependency; pure Python, fails fast without a driver
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except pynvml.NVMLError:
-        return 0
-    finally:
-        pynvml.nvmlShutdown()
+    """The answer of whoever starts the sweep; device=auto is refused where nobody can."""
+    if _ask_cuda is None:
+        raise ConfigError(
+            "device",
+            "auto",
+            "cpu or cuda (device=auto is resolved by the command that starts a sweep)",
+            "cannot be resolved here",
+        )
+    return _ask_cuda()
 
 
 def cuda_defaults(device: str) -> bool:

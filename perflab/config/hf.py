@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import ConfigError
-from perflab.json_file import read_json
+from perflab.formats.json_file import read_json
 
 # perflab's sizes for a model built from model.arch, for the size fields left null: a
 # training step of the tiny GPT-2 (batch 32, seq_len 64) takes tens of milliseconds on

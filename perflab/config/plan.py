@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perflab.errors import ConfigError, PerflabError
-from perflab.sweepdir import relative_name
+from perflab.formats.sweepdir import relative_name
 
 # knob -> its "off" value, as the validated config holds it
 BUILTIN_TREATMENTS: dict[str, Any] = {

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perflab.config.bounds import check_maxima
-from perflab.config.devices import cuda_defaults
+from perflab.config.schema import (
+    DataConfig,
+    PerflabConfig,
+    ScaleOutConfig,
+    ScheduleConfig,
+    TrialConfig,
+)
 from perflab.config.user_code import lookup
 from perflab.config.vocabulary import (
     AMP_VALUES,
@@ -28,15 +34,6 @@ from perflab.config.vocabulary import (
     TARGET_KINDS,
 )
 from perflab.errors import ConfigError
-
-if TYPE_CHECKING:  # the schema calls these rules; they need its types only to annotate
-    from perflab.config.schema import (
-        DataConfig,
-        PerflabConfig,
-        ScaleOutConfig,
-        ScheduleConfig,
-        TrialConfig,
-    )
 
 
 def _require(ok: bool, field_name: str, value: Any, allowed: str, problem: str) -> None:
@@ -102,15 +99,17 @@ def _validate_knobs(cfg: PerflabConfig) -> None:
     _at_least("batch_size", cfg.batch_size, 1)
     _one_of("mode", cfg.mode, MODES)
     _one_of("device", cfg.device, DEVICES)
-    if cfg.device in DEVICES:
-        # set by the device option (conf/device/), which chose the groups to match
-        expected = cuda_defaults(cfg.device)
+    if cfg.device in ("cpu", "cuda"):
+        # set by the device option (conf/device/), which chose the groups to match; with
+        # device=auto the machine answered when the config was composed, and validating
+        # asks nobody again (it starts no process: config/devices.py)
+        expected = cfg.device == "cuda"
         _require(
             cfg.cuda_defaults == expected,
             "cuda_defaults",
             cfg.cuda_defaults,
-            f"{str(expected).lower()} with device={cfg.device} on this machine (the device "
-            "option sets it: device=cuda for the cuda defaults, device=cpu for the cpu ones)",
+            f"{str(expected).lower()} with device={cfg.device} (the device option sets it: "
+            "device=cuda for the cuda defaults, device=cpu for the cpu ones)",
             "does not match the device",
         )
     _one_of("amp", cfg.amp, AMP_VALUES)
@@ -138,8 +137,7 @@ LOSS_CHOICES = ("auto", "model", "target")
 
 
 def _is_model_config(model: Any) -> bool:
-    """A ModelConfig by its fields: the schema imports these rules, so they do not
-    import the schema's classes back (perflab's import graph has no cycles)."""
+    """A ModelConfig by its fields (a user's own model config group subclasses nothing)."""
     return is_dataclass(model) and MODEL_CONFIG_FIELDS <= {f.name for f in fields(model)}
 
 
@@ -280,7 +278,7 @@ def _validate_trial(trial: TrialConfig) -> None:
 
 
 def _validate_schedule(s: ScheduleConfig) -> None:
-    # an interval needs 3 paired rounds (perflab.analysis.summary.MIN_PAIRED_ROUNDS)
+    # an interval needs 3 paired rounds (perflab.analysis.summarize.MIN_PAIRED_ROUNDS)
     _at_least("schedule.min_rounds", s.min_rounds, 3)
     _at_least("schedule.max_rounds", s.max_rounds, s.min_rounds, "schedule.min_rounds")
     _require(

@@ -367,7 +367,7 @@ class TrialConfig:
     # a trial whose processes (the trial process and what it started) hold more host
     # memory (resident) than this many MiB is killed and recorded as failed
     # (MemoryCapExceeded); null: 80 % of the machine's memory (or its cgroup's limit);
-    # 0: no cap (perflab.isolation, docs/configuration.md)
+    # 0: no cap (perflab.process.isolation, docs/configuration.md)
     max_memory_mb: float | None = None
     # a trial's log (rNNN.log: what its processes print) keeps its first this many MiB,
     # then a line saying how much was dropped; 0: no cap
@@ -542,9 +542,8 @@ class PerflabConfig:
         self.amp = _normalise_switch(self.amp, on="true")
         self.compile = _normalise_switch(self.compile, on="default")
         self.fused = _normalise_switch(self.fused, on="triton")
-        from perflab.config.rules import validate  # the rules, in their own module
-
-        validate(self)
+        # validated by config.compose.to_config, which builds every config from Hydra's
+        # (config.rules, which imports these types: the schema does not import it back)
 
 
 def _normalise_switch(value: str, on: str) -> str:

@@ -44,8 +44,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import perflab
 from perflab.config.user_code import user_code
+
+# perflab's own package directory (found without importing perflab's face, which names
+# StepContext and so torch's types)
+PERFLAB_DIR = Path(__file__).resolve().parent.parent
 
 # a package bigger than this is not hashed file by file: only the factory's module is
 MAX_FILES = 2000
@@ -68,9 +71,7 @@ def code_fingerprint(factories: Iterable[str], cwd: str) -> dict[str, Any]:
     user = sorted({f for f in factories if f and not f.startswith("perflab.")})
     search = [cwd, *sys.path]
     return {
-        "perflab": _hash_files(
-            _sources(Path(perflab.__file__).parent), Path(perflab.__file__).parent
-        ),
+        "perflab": _hash_files(_sources(PERFLAB_DIR), PERFLAB_DIR),
         "modules": {target: _module_hash(target, cwd) for target in user},
         "imports": local_imports([t.rpartition(".")[0] for t in user], search),
         "worktree": _worktree_hash(cwd),
@@ -224,7 +225,7 @@ def _installed_roots() -> tuple[Path, ...]:
     """The standard library's directories, and perflab's."""
     paths = sysconfig.get_paths()
     roots = [Path(paths[key]).resolve() for key in ("stdlib", "platstdlib") if key in paths]
-    return (*roots, Path(perflab.__file__).parent.resolve())
+    return (*roots, PERFLAB_DIR)
 
 
 def _size(path: Path) -> int:

@@ -35,14 +35,13 @@ from perflab.config.plan import (
 )
 from perflab.config.schema import PerflabConfig
 from perflab.config.user_code import workloads_named
-from perflab.console_streams import copy_console_to
 from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
 from perflab.experiment.runner import SweepSetup, run_sweep
 from perflab.experiment.schedule import make_runs
-from perflab.records import check_writable
-from perflab.summary_file import Summary
-from perflab.sweepdir import (
+from perflab.formats.records import check_writable
+from perflab.formats.summary import Summary
+from perflab.formats.sweepdir import (
     CHECK_LOG,
     CONSOLE_LOG,
     GROUPS_FILE,
@@ -55,6 +54,7 @@ from perflab.sweepdir import (
     check_output_dir,
     trial_records,
 )
+from perflab.process.console_streams import copy_console_to
 
 FIELD = "hydra.sweep.dir"
 
@@ -110,7 +110,7 @@ def _save_hydra_files(job: ComposedJob, into: Path) -> None:
 def prepare(config: DictConfig) -> SweepLock:
     """Before Hydra creates the sweep directory and writes into it: refuse a location
     perflab must not write into, or one it cannot, and take the directory's lock (a
-    second perflab on it is refused; perflab.sweepdir)."""
+    second perflab on it is refused; perflab.formats.sweepdir)."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
     check_output_dir(sweep_dir, FIELD, SWEEP_MARKERS)
     check_writable(sweep_dir, FIELD)  # a full or read-only disk: exit 2 now
@@ -250,7 +250,7 @@ def _launch(
 
 def trial_logs(sweep_dir: Path) -> list[Path]:
     """The logs that trial, profiling and check processes left in a sweep directory (a
-    log exists only when its process printed something; perflab.isolation.output_to)."""
+    log exists only when its process printed something; perflab.process.isolation.output_to)."""
     patterns = (f"*/{TRIALS_DIR}/*{LOG_SUFFIX}", f"*/{PROFILE_DIR}/*{LOG_SUFFIX}", f"*/{CHECK_LOG}")
     return [p for pattern in patterns for p in sorted(sweep_dir.glob(pattern))]
 
@@ -313,7 +313,7 @@ def largest_trial_log(sweep_dir: Path) -> str:
 
 
 def _is_trial_log(path: Path) -> bool:
-    """A log of a trial, profiling or check process (perflab.isolation.output_to)."""
+    """A log of a trial, profiling or check process (perflab.process.isolation.output_to)."""
     in_place = path.suffix == LOG_SUFFIX and path.parent.name in (TRIALS_DIR, PROFILE_DIR)
     return in_place or path.name == CHECK_LOG
 
@@ -377,7 +377,7 @@ def _choices(job: ComposedJob) -> dict[str, str]:
 
 
 def _variant_return(job: ComposedJob, summary: Summary) -> JobReturn:
-    """The job's return value: its variant's summary (perflab.summary_variants)."""
+    """The job's return value: its variant's summary (perflab.formats.summary.variant)."""
     return _job_return(job, summary.variant(str(job.num)))
 
 

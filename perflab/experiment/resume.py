@@ -25,12 +25,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.summary import Experiment
+from perflab.analysis.summarize import Experiment
 from perflab.config.plan import Plan
 from perflab.config.schema import without_keys
 from perflab.errors import ConfigError
 from perflab.experiment import codeprint
-from perflab.sweepdir import EXPERIMENT_FILE, trial_records
+from perflab.formats.sweepdir import EXPERIMENT_FILE, trial_records
 
 # Config keys that may differ between the sessions of one experiment, and why: they
 # decide when the experiment stops (raise max_rounds or time_budget_s to extend a finished

@@ -22,9 +22,9 @@ from perflab.config.schema import ScheduleConfig
 from perflab.errors import DiskFull, RecordError, no_space
 from perflab.experiment import resume
 from perflab.experiment.schedule import VariantRun, check_all, run_experiment, run_profiles
-from perflab.records import load_record
-from perflab.summary_file import Summary
-from perflab.sweepdir import trial_record
+from perflab.formats.records import load_record
+from perflab.formats.summary import Summary
+from perflab.formats.sweepdir import trial_record
 
 Say = Callable[[str], None]
 

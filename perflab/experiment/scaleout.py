@@ -28,9 +28,9 @@ from perflab.config.schema import PerflabConfig, ScaleOutConfig
 from perflab.config.user_code import workloads_named
 from perflab.errors import ConfigError
 from perflab.experiment.runner import SweepSetup
-from perflab.json_file import read_json
-from perflab.records import write_json_atomic
-from perflab.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
+from perflab.formats.json_file import read_json
+from perflab.formats.records import write_json_atomic
+from perflab.formats.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
 
 
 @dataclass
@@ -357,7 +357,7 @@ def launch_groups(
             # this machine runs the groups: check here, before anything is submitted
             # (the job checks again, and on SLURM only the job can)
             resume.previous(directory, plan, resume.fingerprint(configs, invocation))
-            # each variant's check logs into its directory, and perflab.isolation creates
+            # each variant's check logs into its directory, and perflab.process.isolation creates
             # only the last level of a log's path: the group's directory must exist
             directory.mkdir(parents=True, exist_ok=True)
             for warning in sorted({w for ws in check_all(runs).values() for w in ws}):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.analysis import sessions, stats
-from perflab.analysis.summary import Experiment, analyze, load_trials, rounds_per_unit
+from perflab.analysis.summarize import Experiment, analyze, load_trials, rounds_per_unit
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
 from perflab.config.user_code import user_code
@@ -36,10 +36,9 @@ from perflab.errors import (
     no_space,
 )
 from perflab.experiment.settle import settle
-from perflab.isolation import Outcome, Worker, describe_exit, drop_if_empty, run_isolated
-from perflab.records import TrialRecord, load_record, write_json_atomic, write_record
-from perflab.summary_file import Summary
-from perflab.sweepdir import (
+from perflab.formats.records import TrialRecord, load_record, write_json_atomic, write_record
+from perflab.formats.summary import Summary
+from perflab.formats.sweepdir import (
     CHECK_LOG,
     EXPERIMENT_FILE,
     REJECTED_SUFFIX,
@@ -48,7 +47,8 @@ from perflab.sweepdir import (
     profile_record,
     trial_record,
 )
-from perflab.trial_request import (
+from perflab.process.isolation import Outcome, Worker, describe_exit, drop_if_empty, run_isolated
+from perflab.process.trial_request import (
     CHECK_SETTINGS,
     RUN_PROFILE,
     TrialLength,
@@ -235,7 +235,7 @@ def run_one(
 
 
 def _load_or_reject(path: Path, request: TrialRequest) -> TrialRecord:
-    """The record a trial just wrote. One that fails validation (perflab.records) is a
+    """The record a trial just wrote. One that fails validation (perflab.formats.records) is a
     failed trial, not a reason to stop the sweep: it is kept aside for inspection and a
     failed record saying why takes its place."""
     try:

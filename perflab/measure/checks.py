@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from perflab.config.schema import PerflabConfig
+from perflab.formats.records import Probe, TrialRecord
 from perflab.measure import knobs, memory
 from perflab.measure.resolve import Resolved
 from perflab.measure.steps import (
@@ -23,7 +24,6 @@ from perflab.measure.steps import (
     step_output,
     to_device,
 )
-from perflab.records import Probe, TrialRecord
 from perflab.workloads.outputs import output_tensor, own_loss
 
 PROBE_SAMPLE_SIZE = 4096

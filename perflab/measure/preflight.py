@@ -31,7 +31,7 @@ from perflab.measure.steps import (
     step_output,
     to_device,
 )
-from perflab.trial_request import TrialRequest
+from perflab.process.trial_request import TrialRequest
 from perflab.workloads import Workload, build_workload, check_factories, locate
 from perflab.workloads.outputs import output_tensor
 
@@ -178,7 +178,7 @@ def _import_factory(field_name: str, target: str) -> None:
 
 
 def exit_status(exc: SystemExit) -> str:
-    """As perflab.isolation.describe_exit says it of a process: sys.exit() and
+    """As perflab.process.isolation.describe_exit says it of a process: sys.exit() and
     sys.exit(None) exit 0, sys.exit("text") prints the text and exits 1."""
     if exc.code is None or isinstance(exc.code, int):
         return f"exited with code {exc.code or 0}"

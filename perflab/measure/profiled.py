@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from perflab.isolation import output_to
+from perflab.formats.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
 from perflab.measure import knobs
 from perflab.measure.preflight import user_code_importable
 from perflab.measure.resolve import resolve
@@ -24,8 +24,8 @@ from perflab.measure.steps import (
 )
 from perflab.measure.timing import make_timer
 from perflab.measure.trial import settings_of
-from perflab.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
-from perflab.trial_request import TrialRequest
+from perflab.process.isolation import output_to
+from perflab.process.trial_request import TrialRequest
 
 # allocation events kept for the snapshot: enough for a few steps of a large model
 MEMORY_HISTORY_ENTRIES = 100_000
@@ -35,7 +35,7 @@ def run_profile(request: TrialRequest) -> str:
     """The profiling trial: build the variant like a timed trial, run its first call and
     a few unprofiled steps (the overhead reference), then profile; write profile.json
     and the trace (trace/perflab.pt.trace.json.gz) next to request.record_path. Returns "ok".
-    Its output goes to profile.log beside profile.json (perflab.isolation.log_beside)."""
+    Its output goes to profile.log beside profile.json (perflab.process.isolation.log_beside)."""
     # absolute before the user's code runs (an os.chdir in it must not move the outputs);
     # a fresh process from the fork server starts in the sweep process's directory
     absolute = str(Path(request.record_path).absolute())

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.records import THROTTLE_BITS
+from perflab.formats.records import THROTTLE_BITS
 
 log = logging.getLogger(__name__)
 

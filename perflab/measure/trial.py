@@ -25,7 +25,8 @@ from typing import Any
 from perflab.analysis.steady import Warmup, kept_samples
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
-from perflab.isolation import output_to
+from perflab.formats.records import SAMPLE_BYTES, ErrorInfo, Samples, TrialRecord, write_record
+from perflab.formats.sweepdir import log_beside
 from perflab.measure import environment, hf_knobs, knobs, memory, telemetry
 from perflab.measure.checks import evidence_pass, memory_by_phase, numerics_probe
 from perflab.measure.preflight import exit_status, user_code_importable
@@ -44,9 +45,8 @@ from perflab.measure.steps import (
     warm_up,
 )
 from perflab.measure.timing import StepTimes, make_timer, split_marks
-from perflab.records import SAMPLE_BYTES, ErrorInfo, Samples, TrialRecord, write_record
-from perflab.sweepdir import log_beside
-from perflab.trial_request import TrialLength, TrialRequest, now
+from perflab.process.isolation import output_to
+from perflab.process.trial_request import TrialLength, TrialRequest, now
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def run_trial(request: TrialRequest) -> str:
     A ConfigError (an impossible setting on this machine) propagates before anything is
     measured and no record is written; every other failure becomes a "failed" record.
     What the trial prints (warnings, compiler output, the user's model) goes to its log
-    beside the record (perflab.isolation.log_beside), not to the console. In a warm
+    beside the record (perflab.process.isolation.log_beside), not to the console. In a warm
     worker (request.worker["isolation"] == "worker") the workload built by the worker's
     first trial is kept for the later ones (see Built).
     """
@@ -413,7 +413,8 @@ def _run(
     if _in_worker(request):
         # What the worker's earlier trials left alive (its built workload) lives until the
         # worker ends: frozen, it is not walked again by the next trial's collection or by
-        # one inside a timed step (the fork server froze its imports: perflab/frozen_heap.py).
+        # one inside a timed step (the fork server froze its imports:
+        # perflab/process/frozen_heap.py).
         # This trial's own live objects are frozen too: reference counting still frees them
         # when it ends, and any in a cycle stay until the worker ends (trials_per_worker).
         gc.freeze()

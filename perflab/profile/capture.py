@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.atomic import replaced_whole
+from perflab.formats.atomic import replaced_whole
+from perflab.formats.records import write_json_atomic
+from perflab.formats.sweepdir import TRACE_DIR, TRACE_FILE
 from perflab.profile.families import OpRow, family_times
 from perflab.profile.profile_file import PROFILE_SCHEMA_VERSION, TOP_OPS
-from perflab.records import write_json_atomic
-from perflab.sweepdir import TRACE_DIR, TRACE_FILE
 
 PHASE_PREFIX = "perflab/"
 

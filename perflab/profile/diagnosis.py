@@ -1,6 +1,6 @@
 """The "why": delta breakdowns between variants and a bottleneck diagnosis per variant.
 
-Pure functions over what summary.json says a variant measured (perflab.summary_variants)
+Pure functions over what summary.json says a variant measured (perflab.formats.summary.variant)
 and profile.json files. The seed methodology (baseline -> bottleneck type -> component ->
 operation) done automatically: the timed phase split says which kind of bottleneck, the
 profile says which operations. Next steps are hypotheses for the next perflab run, never
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.summary_variants import Measured
+from perflab.formats.summary.variant import Measured
 
 # Thresholds are data, each with its reason.
 INPUT_BOUND_SHARE = 0.20  # a fifth of the step spent waiting for the loader

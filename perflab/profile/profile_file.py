@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import RecordError
-from perflab.json_file import read_json
+from perflab.formats.json_file import read_json
 
 PROFILE_SCHEMA_VERSION = 1
 TOP_OPS = 15

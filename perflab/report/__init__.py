@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perflab.formats.summary import write_summary
+from perflab.formats.sweepdir import REPORT_FILE, SUMMARY_FILE
 from perflab.report.tables import Report, load
-from perflab.summary_file import write_summary
-from perflab.sweepdir import REPORT_FILE, SUMMARY_FILE
 
 CSV_FILES = {
     "comparisons": "comparisons.csv",
@@ -24,7 +24,7 @@ def write_report(
 ) -> Path:
     """Write report.md with its PNG plots, the CSV exports and summary.json; return the
     report's path. ``extra``: markdown lines added before the method (e.g. --against)."""
-    from perflab.atomic import replaced_whole, write_text_whole
+    from perflab.formats.atomic import replaced_whole, write_text_whole
     from perflab.report.artifacts import publish
     from perflab.report.markdown import render
     from perflab.report.plots import draw_all
@@ -46,7 +46,7 @@ def incidents(report: Report, refused: list[str] | None = None) -> list[str]:
     invalid (with why), record files that could not be read or were changed after they
     were written, profiler files not published (``refused``: they lead out of the sweep)
     and resumed sessions; none when the run went cleanly."""
-    from perflab.analysis.summary import EDITED
+    from perflab.analysis.summarize import EDITED
     from perflab.report.markdown_text import esc
 
     lines = [

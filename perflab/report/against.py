@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perflab.analysis import stats
-from perflab.analysis.summary import costs
+from perflab.analysis.summarize import costs
 from perflab.config.schema import without_keys
 from perflab.errors import PerflabError
 from perflab.report.markdown_text import esc, table

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.atomic import replaced_whole
 from perflab.config.plan import Variant
 from perflab.errors import OutsideSweep
+from perflab.formats.atomic import replaced_whole
+from perflab.formats.sweepdir import PROFILE_DIR, PROFILE_FILE, TRACE_FILE, inside, relative_name
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.sweepdir import PROFILE_DIR, PROFILE_FILE, TRACE_FILE, inside, relative_name
 
 TRACES_DIR = "traces"
 SNAPSHOTS_DIR = "memory_snapshots"

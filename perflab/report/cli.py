@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from perflab.analysis.summary import load_experiment
+from perflab.analysis.summarize import load_experiment
+from perflab.formats.summary import NO_DATA, Comparison, Numerics, Sentinel, load_merged_summary
+from perflab.formats.sweepdir import EXPERIMENT_FILE, SUMMARY_FILE
 from perflab.report.console import experiment_table
-from perflab.summary_file import NO_DATA, Comparison, Numerics, Sentinel, load_merged_summary
-from perflab.sweepdir import EXPERIMENT_FILE, SUMMARY_FILE
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _check_writable(args: argparse.Namespace) -> None:
     """The report goes into --out or the sweep directory: refuse (exit 2, one line) a
     place that cannot be written before any work, rather than an OSError traceback."""
     from perflab.errors import PerflabError
-    from perflab.records import check_writable
+    from perflab.formats.records import check_writable
 
     try:
         check_writable(args.out or args.sweep_dir, "--out" if args.out else "sweep_dir")
@@ -242,7 +242,7 @@ def _grouped(args: argparse.Namespace) -> None:
 def _output_lost(exc: OSError, folder: Path) -> NoReturn:
     """A disk that filled (or a quota reached) while the report was written: one line
     naming the folder, and the exit code of a sweep stopped the same way. Every file is
-    written whole or not at all (perflab.atomic), so what the folder holds is whole, and
+    written whole or not at all (perflab.formats.atomic), so what the folder holds is whole, and
     the sweep's records were only read. Any other OSError is a bug: its traceback shows."""
     from perflab.errors import no_space, printable
     from perflab.exits import EXIT_OUTPUT_LOST

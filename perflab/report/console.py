@@ -7,9 +7,9 @@ from pathlib import Path
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
 from perflab.analysis.steady import last
 from perflab.config.user_code import workload_name
-from perflab.records import Samples, TrialRecord
+from perflab.formats.records import Samples, TrialRecord
+from perflab.formats.summary import Comparison, Estimate, Isolation, Summary
 from perflab.report.time_section import PARTS, rounds
-from perflab.summary_file import Comparison, Estimate, Isolation, Summary
 
 
 def fmt_ns(ns: float) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from perflab.config.plan import SENTINEL
+from perflab.formats.summary.variant import Measured, Telemetry
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.summary_variants import Measured, Telemetry
 
 MIB = 2**20
 

@@ -16,12 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, RecordError
-from perflab.json_file import read_json
-from perflab.report.against import ENV_KEYS, compare_runs, section
-from perflab.report.markdown_text import esc, table
-from perflab.report.tables import Report, first_ok, load
-from perflab.summary_file import MergedSummary, tagged, write_summary
-from perflab.sweepdir import (
+from perflab.formats.json_file import read_json
+from perflab.formats.summary import MergedSummary, tagged, write_summary
+from perflab.formats.sweepdir import (
     EXPERIMENT_FILE,
     GROUPS_DIR,
     GROUPS_FILE,
@@ -30,6 +27,9 @@ from perflab.sweepdir import (
     inside,
     relative_name,
 )
+from perflab.report.against import ENV_KEYS, compare_runs, section
+from perflab.report.markdown_text import esc, table
+from perflab.report.tables import Report, first_ok, load
 
 log = logging.getLogger(__name__)
 

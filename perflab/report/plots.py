@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis import stats
-from perflab.atomic import replaced_whole
+from perflab.formats.atomic import replaced_whole
 from perflab.report.markdown_text import visible
 from perflab.report.tables import Report
 

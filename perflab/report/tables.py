@@ -5,7 +5,7 @@ report = load("multirun/2026-11-22/10-00-00-000000")
 report.comparisons   # one row per comparison
 report.variants      # one row per variant
 report.numerics      # one row per comparison: the variant's outputs against its baseline's
-report.summary       # summary.json as perflab.summary_file.Summary (typed attributes)
+report.summary       # summary.json as perflab.formats.summary.Summary (typed attributes)
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 import pandas as pd
 
 from perflab.analysis.numerics import compare_probes
-from perflab.analysis.summary import Experiment, analyze, load_trials
+from perflab.analysis.summarize import Experiment, analyze, load_trials
 from perflab.config.plan import Plan, Variant, assignments
 from perflab.errors import OutsideSweep, RecordError
+from perflab.formats.records import TrialRecord
+from perflab.formats.summary import Comparison, Summary
+from perflab.formats.summary.variant import Measured
+from perflab.formats.sweepdir import inside, profile_record
 from perflab.profile.profile_file import read_profile
-from perflab.records import TrialRecord
-from perflab.summary_file import Comparison, Summary
-from perflab.summary_variants import Measured
-from perflab.sweepdir import inside, profile_record
 
 # which evidence entry proves each treatment key took effect; any other key (a knob of
 # the user's own) is proved by the entry under its own name, which schedule.evidence's

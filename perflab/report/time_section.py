@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 from perflab.analysis.variants import COST_PARTS
+from perflab.formats.summary import Isolation
+from perflab.formats.summary.variant import Variance
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report
-from perflab.summary_file import Isolation
-from perflab.summary_variants import Variance
 
 # the parts of a trial, as summary.json names them (TrialRecord.cost_s), and as shown
 LABELS = {"first_call": "first call", "warmup": "warm-up"}

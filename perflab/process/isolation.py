@@ -45,7 +45,7 @@ PRELOAD = [
     "perflab.measure.trial",
     "perflab.measure.profiled",
     # last: freezes what the imports above left alive (its docstring says why)
-    "perflab.frozen_heap",
+    "perflab.process.frozen_heap",
 ]
 
 

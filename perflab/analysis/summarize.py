@@ -4,7 +4,7 @@ Pure functions over what is on disk (experiment.json and the trial records), so 
 the analysis again on the same directory gives the same numbers, bit for bit, and a
 finished or interrupted sweep can be analysed on a machine without torch or the model:
 
-    python -m perflab.analysis SWEEP_DIR
+    python -m perflab.report SWEEP_DIR
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from perflab.analysis.numerics import compare_probes
 from perflab.analysis.variants import parts_written, variant_summary
 from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import OutsideSweep, RecordError
-from perflab.json_file import read_json
-from perflab.records import TrialRecord, load_record
-from perflab.summary_file import SUMMARY_SCHEMA_VERSION, Summary
-from perflab.sweepdir import EXPERIMENT_FILE, inside, trial_records
+from perflab.formats.json_file import read_json
+from perflab.formats.records import TrialRecord, load_record
+from perflab.formats.summary import SUMMARY_SCHEMA_VERSION, Summary
+from perflab.formats.sweepdir import EXPERIMENT_FILE, inside, trial_records
 
 # Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
 EXPLORATORY_COMPARISONS = 20

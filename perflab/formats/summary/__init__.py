@@ -5,15 +5,15 @@ field's type, by load_summary (load_merged_summary for a grouped sweep's merged 
 The dataclasses' fields are summary.json's keys in the order they are written: to_dict()
 gives the JSON object key for key, so a summary read and written again is the same file,
 byte for byte. Fields and units are documented in docs/experiments.md (summary.json); a
-variant's entry is modelled in perflab.summary_variants, the encoding (nested objects
-written inline, keys written only when they apply) is perflab.dataclass_json's.
+variant's entry is modelled in perflab.formats.summary.variant, the encoding (nested objects
+written inline, keys written only when they apply) is perflab.formats.dataclass_json's.
 
 Schema history:
   1 (2026-11-22) no schema_version field: the dict perflab.analysis returned, which grew
      from commit to commit (welch, outlier_steps; numerics; memory_kind, memory_by_phase,
      telemetry; on 2026-11-23 interval, t, carryover, health, warmup, trial_length and
      edited_records, and delta_requested dropped). Still read, every form of it:
-     perflab.summary_upgrade fills in what an older file lacks.
+     perflab.formats.summary.upgrade fills in what an older file lacks.
   2 (2026-11-23) ``schema_version`` (written first); otherwise the keys and values of
      version 1's last form, unchanged.
   3 (2026-11-26) a comparison's ``across_sessions``: the rounds of a resumed sweep whose
@@ -27,12 +27,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perflab.dataclass_json import SchemaError, decode, encode, inline, written_when
 from perflab.errors import RecordError
-from perflab.json_file import read_json
-from perflab.records import write_json_atomic
-from perflab.summary_upgrade import Upgrade, merged_from_version_1, summary_from_version_1
-from perflab.summary_variants import VariantSummary
+from perflab.formats.dataclass_json import SchemaError, decode, encode, inline, written_when
+from perflab.formats.json_file import read_json
+from perflab.formats.records import write_json_atomic
+from perflab.formats.summary.upgrade import Upgrade, merged_from_version_1, summary_from_version_1
+from perflab.formats.summary.variant import VariantSummary
 
 SUMMARY_SCHEMA_VERSION = 3
 SUPPORTED_SUMMARY_VERSIONS = (1, 2, 3)
@@ -96,7 +96,7 @@ class Unadjusted:
 
 @dataclass(frozen=True, kw_only=True)
 class Estimate:
-    """The paired estimate of one comparison (perflab.analysis.summary.compare)."""
+    """The paired estimate of one comparison (perflab.analysis.summarize.compare)."""
 
     # speedup, baseline cost / variant cost (> 1: the variant is faster)
     speedup: float
@@ -275,7 +275,7 @@ class Isolation:
 
 @dataclass(frozen=True, kw_only=True)
 class Summary:
-    """A sweep's summary.json (perflab.analysis.summary.analyze)."""
+    """A sweep's summary.json (perflab.analysis.summarize.analyze)."""
 
     # the file's schema version (history above)
     schema_version: int = SUMMARY_SCHEMA_VERSION
@@ -369,7 +369,7 @@ def tagged(comparison: Comparison, group: str) -> Comparison:
 
 
 def write_summary(path: Path, summary: Summary | MergedSummary) -> None:
-    """Write summary.json atomically (perflab.records.write_json_atomic)."""
+    """Write summary.json atomically (perflab.formats.records.write_json_atomic)."""
     write_json_atomic(path, summary.to_dict())
 
 

@@ -4,7 +4,7 @@ is written, and the lock that keeps one perflab per sweep directory.
     SWEEP/                       hydra.sweep.dir
       .perflab.lock              LOCK_FILE: who is running here
       experiment.json            EXPERIMENT_FILE: the plan, the stop, the fingerprint
-      summary.json               SUMMARY_FILE: the analysis (python -m perflab.analysis)
+      summary.json               SUMMARY_FILE: the analysis (python -m perflab.report)
       report.md  *.csv  *.png    REPORT_FILE and the report's exports and plots
       console.log                CONSOLE_LOG: everything perflab printed
       groups.json  groups/KEY/   GROUPS_FILE, GROUPS_DIR: a sweep split by scaleout.group_by
@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from perflab.errors import ConfigError, OutsideSweep
-from perflab.json_file import read_json
+from perflab.formats.json_file import read_json
 
 # --- names ------------------------------------------------------------------------------
 

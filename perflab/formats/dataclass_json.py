@@ -1,5 +1,5 @@
 """Frozen dataclasses to and from JSON objects, every value checked against its field's
-type annotation on the way in (perflab.summary_file's model of summary.json).
+type annotation on the way in (perflab.formats.summary's model of summary.json).
 
 A dataclass's fields are the object's keys, in order. Two field kinds shape the object
 beyond that, both declared with the helpers below:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from perflab.sweepdir import CONSOLE_LOG
+from perflab.formats.sweepdir import CONSOLE_LOG
 
 # errno values of a console that is gone: the reader of a pipe exited, the terminal hung up
 GONE = (errno.EPIPE, errno.EIO, errno.ENXIO, errno.EBADF)

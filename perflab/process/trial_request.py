@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perflab.config.schema import PerflabConfig
-from perflab.records import ErrorInfo, TrialRecord, write_record
-from perflab.sweepdir import log_beside
+from perflab.formats.records import ErrorInfo, TrialRecord, write_record
+from perflab.formats.sweepdir import log_beside
 
 if TYPE_CHECKING:  # imported where a trial runs: this module stays light
-    from perflab.isolation import Limits, Worker
+    from perflab.process.isolation import Limits, Worker
 
-# the functions a trial process runs, resolved there (perflab.isolation)
+# the functions a trial process runs, resolved there (perflab.process.isolation)
 RUN_TRIAL = "perflab.measure.trial:run_trial"
 RUN_PROFILE = "perflab.measure.profiled:run_profile"
 CHECK_SETTINGS = "perflab.measure.preflight:check_settings"
@@ -98,7 +98,7 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
 
 
 # trial.max_memory_mb=null caps a trial at this share of the machine's memory
-# (perflab.isolation.machine_memory_bytes): the rest is left to the sweep process, the
+# (perflab.process.isolation.machine_memory_bytes): the rest is left to the sweep process, the
 # fork server and everything else on the machine, so that a runaway trial is stopped by
 # perflab, with a record naming the cap, before the kernel's OOM killer (which may pick
 # any process) or swapping does it
@@ -107,8 +107,8 @@ DEFAULT_MEMORY_SHARE = 0.8
 
 def trial_limits(request: TrialRequest) -> Limits:
     """What the trial process of ``request`` may use (trial.max_memory_mb,
-    trial.max_log_mb): the bounds perflab.isolation enforces while it runs."""
-    from perflab.isolation import Limits
+    trial.max_log_mb): the bounds perflab.process.isolation enforces while it runs."""
+    from perflab.process.isolation import Limits
 
     trial = request.config.trial
     memory, setting = _memory_cap(trial.max_memory_mb)
@@ -122,7 +122,7 @@ def trial_limits(request: TrialRequest) -> Limits:
 
 def _memory_cap(max_memory_mb: float | None) -> tuple[int, str]:
     """The cap in bytes (0: none) and the setting it comes from, for its message."""
-    from perflab.isolation import machine_memory_bytes
+    from perflab.process.isolation import machine_memory_bytes
 
     if max_memory_mb is not None:
         return round(max_memory_mb * 2**20), f"trial.max_memory_mb={max_memory_mb:g}"
@@ -141,7 +141,7 @@ def run_in_process(request: TrialRequest, worker: Worker | None = None) -> Path:
     raises PerflabError (nothing measured); a process that died or hung before writing
     its record gets one from the parent, so a failure is never a lost result."""
     from perflab.errors import DiskFull, PerflabError, no_space
-    from perflab.isolation import run_isolated
+    from perflab.process.isolation import run_isolated
 
     # Resolved here, before the user's code runs: a model that calls os.chdir would
     # otherwise send its record (and a warm worker's later trials' logs and records)

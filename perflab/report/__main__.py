@@ -1,24 +1,21 @@
-"""``python -m perflab.analysis SWEEP_DIR``: the analysis recomputed from a sweep
-directory's experiment.json and trial records alone, its table printed.
-
-The one module of perflab.analysis that prints: an entry point, like perflab.cli, so it
-may use the report's console table (the layer contract lets it, in pyproject.toml)."""
+"""``python -m perflab.report SWEEP_DIR``: the analysis recomputed from a sweep
+directory's experiment.json and trial records alone, its table printed; nothing is
+written (``perflab-report`` writes the report, summary.json and the exports)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from perflab.analysis.summary import analyze, load_experiment, load_trials
-from perflab.sweepdir import EXPERIMENT_FILE
+from perflab.analysis.summarize import analyze, load_experiment, load_trials
+from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.report.console import experiment_table
 
 
 def main(argv: list[str] | None = None) -> None:
-    from perflab.report.console import experiment_table
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m perflab.analysis SWEEP_DIR", file=sys.stderr)
+        print("usage: python -m perflab.report SWEEP_DIR", file=sys.stderr)
         sys.exit(2)
     sweep_dir = Path(args[0])
     if not (sweep_dir / EXPERIMENT_FILE).exists():

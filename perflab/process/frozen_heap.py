@@ -1,7 +1,7 @@
 """The fork server's last preload: freeze the objects its imports left alive.
 
 The fork server imports torch, torch._dynamo, Hydra and perflab before it forks a trial
-(perflab/isolation.py, PRELOAD), and every child inherits those objects as its own:
+(perflab/process/isolation.py, PRELOAD), and every child inherits those objects as its own:
 about 316,000 of them, which Python's cycle collector walks on every full collection.
 A trial runs one before it measures (perflab/measure/trial.py), so that no earlier
 garbage is collected inside the timed block. Walking them took 0.2 s of every trial on

@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perflab.atomic import temporary_beside
 from perflab.errors import ConfigError, RecordError
-from perflab.json_file import read_json
-from perflab.sweepdir import broken_link
+from perflab.formats.atomic import temporary_beside
+from perflab.formats.json_file import read_json
+from perflab.formats.sweepdir import broken_link
 
 SCHEMA_VERSION = 6
 SUPPORTED_VERSIONS = (1, 2, 3, 4, 5, 6)

@@ -1,5 +1,5 @@
 """summary.json's entry of one variant: what its trials measured, as typed dataclasses
-(part of perflab.summary_file's model; perflab.profile.diagnosis reads it). The fields
+(part of perflab.formats.summary's model; perflab.profile.diagnosis reads it). The fields
 are the JSON keys, in the order they are written; docs/experiments.md has the meanings."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perflab.dataclass_json import inline, written_when
+from perflab.formats.dataclass_json import inline, written_when
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,5 @@
 """summary.json of schema version 1 (no schema_version field: perflab before 2026-11-23's
-model, perflab.summary_file) in version 2's form, for perflab.summary_file to read.
+model, perflab.formats.summary) in version 2's form, for perflab.formats.summary to read.
 
 Version 1 is the dict perflab's analysis returned, which grew from commit to commit; a
 file of any of its forms is read. What its perflab did not compute is filled in as what
