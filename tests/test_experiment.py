@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,8 +95,14 @@ def test_spin_ratio_sweep_finds_the_known_ratio(tmp_path):
     assert (root / "0" / "profile" / "profile.json").exists()
     assert not (root / "sentinel" / "profile").exists()
     assert (published / "forest.png").exists() and (published / "comparisons.csv").exists()
-    # analysing the saved records again gives the same numbers, bit for bit
+    # analysing the saved records again gives the same numbers, bit for bit, and
+    # `python -m perflab.analysis` prints summary.json's very bytes
     assert json.dumps(analyze_dir(root), sort_keys=True) == json.dumps(summary, sort_keys=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "perflab.analysis", str(root)], capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == (root / "summary.json").read_text() + "\n"
 
 
 def _assert_lengths_fixed_by_the_first_trial_of_each_configuration(root: Path, summary: dict):

@@ -1,0 +1,44 @@
+"""``python -m perflab.analysis SWEEP_DIR``: the analysis recomputed from a sweep
+directory's experiment.json and trial records alone, printed as summary.json's JSON;
+nothing is written. ``python -m perflab.report SWEEP_DIR`` prints the same as a table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from perflab.analysis.summarize import analyze, load_experiment, load_trials
+from perflab.formats.summary import Summary
+from perflab.formats.sweepdir import EXPERIMENT_FILE
+
+
+def recomputed(argv: list[str], command: str) -> Summary:
+    """The summary of the one sweep directory ``argv`` names; exit 2 with one line if it
+    names none, or one without a readable experiment.json."""
+    if len(argv) != 1:
+        print(f"usage: {command} SWEEP_DIR", file=sys.stderr)
+        sys.exit(2)
+    sweep_dir = Path(argv[0])
+    if not (sweep_dir / EXPERIMENT_FILE).exists():
+        print(
+            f"perflab: error: {sweep_dir}: no {EXPERIMENT_FILE}; not a perflab sweep directory",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    try:
+        experiment = load_experiment(sweep_dir)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        print(f"perflab: error: {sweep_dir / EXPERIMENT_FILE}: unreadable ({exc})", file=sys.stderr)
+        sys.exit(2)
+    return analyze(experiment, load_trials(sweep_dir, experiment.plan))
+
+
+def main(argv: list[str] | None = None) -> None:
+    summary = recomputed(sys.argv[1:] if argv is None else argv, "python -m perflab.analysis")
+    # as perflab.formats.records.write_json_atomic writes summary.json
+    print(json.dumps(summary.to_dict(), separators=(",", ":"), allow_nan=True))
+
+
+if __name__ == "__main__":
+    main()
