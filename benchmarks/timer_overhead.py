@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from perflab.analysis.steady import Bounds
 from perflab.measure.steps import TRAIN_PHASES, run_block
 from perflab.measure.timing import HostTimer
 
@@ -38,9 +39,7 @@ def bare_loop_ns_per_step(steps: int) -> float:
 def perflab_loop_ns_per_step(timer: Any, steps: int) -> float:
     source = iter(range(steps + 1))
     start = time.perf_counter_ns()
-    run_block(
-        empty_train_step, source, timer, min_steps=steps, max_steps=steps, min_s=0.0, max_s=1e9
-    )
+    run_block(empty_train_step, source, timer, Bounds(steps, steps, 0.0, 1e9))
     return (time.perf_counter_ns() - start) / steps
 
 

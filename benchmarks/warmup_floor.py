@@ -135,17 +135,7 @@ def replay(
     timed_steps = length.timed_steps if length else None
     kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, timed_steps))
     kept_steps, kept_s = len(kept) * group, sum(kept) / 1e9
-    if length is None:
-        more = run.block(
-            max(1, trial.min_steps - kept_steps),
-            trial.max_steps - kept_steps,
-            group,
-            max(0.0, trial.min_s - kept_s),
-            trial.max_s,
-        )
-    else:
-        rest = length.timed_steps - kept_steps
-        more = run.block(rest, rest, group, 0.0, trial.max_s)
+    more = run.block(steady.timed_block(trial, timed_steps, kept_steps, kept_s), group)
     block = [math.log(ns / group) for ns in kept + more]
     return Outcome(
         excess=math.expm1(statistics.fmean(block) - statistics.fmean(settled)),

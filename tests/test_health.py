@@ -12,6 +12,7 @@ from tiny import TINY
 
 from perflab.analysis import health
 from perflab.analysis.health import leak_flag, stall_flag, stalls
+from perflab.analysis.steady import Bounds
 from perflab.analysis.variants import variant_summary
 from perflab.config.plan import Variant
 from perflab.formats.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
@@ -196,10 +197,7 @@ def test_the_memory_reading_is_timed_by_no_sample(phase_marks):
         step,
         iter(range(100)),
         timer,
-        min_steps=8,
-        max_steps=8,
-        min_s=0,
-        max_s=10,
+        Bounds(8, 8, 0, 10),
         group=group,
         phase_marks=phase_marks,
         clock=lambda: now[0],

@@ -130,7 +130,9 @@ def test_h100_bf16_steps_that_rose_through_the_trial_are_never_called_steady():
 def test_a_recorded_block_keeps_run_blocks_bounds() -> None:
     # whole groups, the bounds checked after each: both minimums, or a maximum first
     def block(min_steps: int, max_steps: int, min_s: float, max_s: float) -> list[int]:
-        return steady.Recorded([10e6] * 100).block(min_steps, max_steps, 2, min_s, max_s)
+        return steady.Recorded([10e6] * 100).block(
+            steady.Bounds(min_steps, max_steps, min_s, max_s), 2
+        )
 
     assert block(3, 50, 0.0, 10.0) == [20_000_000] * 2  # 3 steps: two groups of two
     assert block(1, 50, 0.1, 10.0) == [20_000_000] * 5  # 0.1 s: five groups
@@ -140,7 +142,14 @@ def test_a_recorded_block_keeps_run_blocks_bounds() -> None:
 
 def test_a_recorded_stretch_is_capped_at_the_timers_capacity_in_whole_groups() -> None:
     # perflab.measure.steps.warm_up: max(group, max_steps - max_steps % group)
-    assert len(steady.Recorded([10e6] * 100, max_steps=7).stretch(50, 2, 0.0, 10.0)) == 3
+    assert (
+        len(
+            steady.Recorded([10e6] * 100, max_steps=7).stretch(
+                steady.Bounds(50, None, 0.0, 10.0), 2
+            )
+        )
+        == 3
+    )
 
 
 # --- level shifts inside a timed block --------------------------------------------------

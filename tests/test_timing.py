@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from perflab.analysis.steady import Bounds
 from perflab.measure.steps import run_block
 from perflab.measure.timing import EventTimer, HostTimer, split_marks, steps_per_event_window
 
@@ -121,10 +122,7 @@ def test_run_block_stops_when_min_steps_and_min_seconds_are_reached():
         _stepper(clock, 100_000_000),
         iter(range(100)),
         timer,
-        min_steps=3,
-        max_steps=50,
-        min_s=0.5,
-        max_s=10,
+        Bounds(3, 50, 0.5, 10),
         clock=clock,
     )
     assert block.steps == 5 and block.stop_reason == "min_reached"
@@ -139,10 +137,7 @@ def test_run_block_stops_at_max_steps_and_max_seconds():
         _stepper(clock, 1_000),
         iter(range(100)),
         timer,
-        min_steps=3,
-        max_steps=7,
-        min_s=5.0,
-        max_s=10,
+        Bounds(3, 7, 5.0, 10),
         clock=clock,
     )
     assert (by_steps.steps, by_steps.stop_reason) == (7, "max_steps")
@@ -150,10 +145,7 @@ def test_run_block_stops_at_max_steps_and_max_seconds():
         _stepper(clock, 1_000_000_000),
         iter(range(100)),
         timer,
-        min_steps=30,
-        max_steps=50,
-        min_s=0,
-        max_s=3.0,
+        Bounds(30, 50, 0, 3.0),
         clock=clock,
     )
     assert (by_time.steps, by_time.stop_reason) == (3, "max_s")
@@ -172,10 +164,7 @@ def test_run_block_in_groups_marks_once_per_group():
         step,
         iter(range(100)),
         timer,
-        min_steps=8,
-        max_steps=50,
-        min_s=0,
-        max_s=10,
+        Bounds(8, 50, 0, 10),
         group=4,
         phase_marks=False,
         clock=clock,

@@ -164,19 +164,21 @@ class _Trial:
         self.now_s += float(times.sum())
         return times
 
-    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
-        """As perflab.measure.steps.run_block: at least ``steps`` and ``min_s``, at most ``max_s``
-        (checked after every group), whole groups only; the samples' durations, ns."""
+    def stretch(self, bounds: steady.Bounds, group: int) -> list[int]:
+        """As perflab.measure.steps.run_block runs a block within ``bounds`` (checked after
+        every group), drawn at once: whole groups only; the samples' durations, ns."""
         start = self.now_s
-        times = self.steps(-(-max(steps, 1) // group) * group)
-        while min_s > times.sum() < max_s:
-            more = math.ceil((min_s - float(times.sum())) / self.variant.step_s)
+        times = self.steps(-(-max(bounds.min_steps, 1) // group) * group)
+        while bounds.min_s > times.sum() < bounds.max_s:
+            more = math.ceil((bounds.min_s - float(times.sum())) / self.variant.step_s)
             times = np.concatenate([times, self.steps(-(-more // group) * group)])
         ends = np.cumsum(times)[group - 1 :: group]
-        over = np.nonzero(ends >= max_s)[0]
+        over = np.nonzero(ends >= bounds.max_s)[0]
         if len(over):  # max_s ran out first: the block ends with the group that crossed it
             times = times[: (int(over[0]) + 1) * group]
             self.now_s = start + float(ends[over[0]])
+        if bounds.max_steps is not None:  # whole groups up to max_steps
+            times = times[: max(group, bounds.max_steps - bounds.max_steps % group)]
         return [int(x * 1e9) for x in times.reshape(-1, group).sum(axis=1)]
 
 
@@ -203,13 +205,7 @@ def run_trial(
     )
     kept = steady.last(warm.sample_ns, steady.kept_samples(warm, trial, timed_steps))
     kept_s = sum(kept) / 1e9
-    if timed_steps is None:
-        more = sim.stretch(
-            max(1, trial.min_steps - len(kept)), 1, max(0.0, trial.min_s - kept_s), trial.max_s
-        )
-        samples = (kept + more)[: trial.max_steps]
-    else:
-        samples = (kept + sim.stretch(timed_steps - len(kept), 1, 0.0, trial.max_s))[:timed_steps]
+    samples = kept + sim.stretch(steady.timed_block(trial, timed_steps, len(kept), kept_s), 1)
     return float(np.median(samples)), len(samples), warm, len(kept)
 
 

@@ -58,10 +58,57 @@ class SteadyCheck:
     allowed: float
 
 
-# Runs a stretch of warm-up: at least ``steps`` steps and ``min_s`` seconds, at most
-# ``max_s``, one sample per ``group`` steps; returns the samples' durations in ns. The
-# trial process runs real steps (perflab.measure.steps); the simulations draw them.
-Stretch = Callable[[int, int, float, float], list[int]]
+@dataclass(frozen=True)
+class Bounds:
+    """When a run of steps stops, checked after each sample: at ``max_steps`` (None: no
+    cap of its own) or once ``max_s`` has passed, else once both ``min_steps`` and
+    ``min_s`` are reached. The one rule of the timed block (perflab.measure.steps.
+    run_block), the warm-up's stretches, their replay (Recorded) and the simulator's
+    trials (perflab.analysis.simulation)."""
+
+    min_steps: int
+    max_steps: int | None
+    min_s: float
+    max_s: float
+
+    def stop(self, steps: int, elapsed_ns: float) -> str | None:
+        """Why the run stops after ``steps`` steps and ``elapsed_ns``; None: it goes on."""
+        if self.max_steps is not None and steps >= self.max_steps:
+            return "max_steps"
+        if elapsed_ns >= self.max_s * 1e9:
+            return "max_s"
+        if steps >= self.min_steps and elapsed_ns >= self.min_s * 1e9:
+            return "min_reached"
+        return None
+
+    def within(self, capacity: int, group: int) -> Bounds:
+        """Capped at a timer's ``capacity`` (trial.max_steps) in whole groups of ``group``,
+        as a trial caps each warm-up stretch."""
+        bound = max(group, capacity - capacity % group)
+        return Bounds(min(self.min_steps, bound), bound, self.min_s, self.max_s)
+
+
+def timed_block(
+    trial: TrialConfig, timed_steps: int | None, kept_steps: int, kept_s: float
+) -> Bounds:
+    """The timed block's bounds, less the kept warm-up window's steps and seconds: the
+    step count fixed by an earlier trial of the configuration (trial.max_s still stops a
+    trial that runs far slower than the one that fixed it), or trial.min_*/max_*."""
+    if timed_steps is not None:
+        steps = timed_steps - kept_steps
+        return Bounds(steps, steps, 0.0, trial.max_s)
+    return Bounds(
+        max(1, trial.min_steps - kept_steps),
+        trial.max_steps - kept_steps,
+        max(0.0, trial.min_s - kept_s),
+        trial.max_s,
+    )
+
+
+# Runs a stretch of warm-up within the bounds, one sample per ``group`` steps; returns
+# the samples' durations in ns. The trial process runs real steps (perflab.measure.steps);
+# the simulations draw them.
+Stretch = Callable[[Bounds, int], list[int]]
 
 
 @dataclass
@@ -130,12 +177,12 @@ def warm_up(
         return warm
     start, cap_ns = clock(), int(trial.warmup_max_s * 1e9)
 
-    def run(steps: int, group: int, at_least_s: float, at_most_s: float) -> None:
-        samples = stretch(steps, group, at_least_s, at_most_s)
+    def run(bounds: Bounds, group: int) -> None:
+        samples = stretch(bounds, group)
         warm.sample_ns.extend(samples)
         warm.sample_steps.extend([group] * len(samples))
 
-    run(max(min_steps, 1), fixed_group or 1, min_s, trial.warmup_max_s)
+    run(Bounds(max(min_steps, 1), None, min_s, trial.warmup_max_s), fixed_group or 1)
     if fixed_group is None:
         warm.steps_per_sample = choose_group(warm.per_step_ns())
     warm.stop = "minimum" if tolerance == 0 else ""
@@ -148,7 +195,7 @@ def warm_up(
             warm.stop = "cap"
         else:
             group = warm.steps_per_sample
-            run(warm.samples_until_check() * group, group, 0.0, left_s)
+            run(Bounds(warm.samples_until_check() * group, None, 0.0, left_s), group)
     warm.seconds = (clock() - start) / 1e9
     return warm
 
@@ -172,19 +219,15 @@ class Recorded:
         samples (readings), which records do not keep."""
         return int(self.now_ns)
 
-    def stretch(self, steps: int, group: int, min_s: float, max_s: float) -> list[int]:
+    def stretch(self, bounds: Bounds, group: int) -> list[int]:
         """A warm-up stretch (Stretch), capped as perflab.measure.steps.warm_up caps it:
         at max_steps rounded down to whole groups."""
-        if self.max_steps is None:
-            return self.block(steps, None, group, min_s, max_s)
-        bound = max(group, self.max_steps - self.max_steps % group)
-        return self.block(min(steps, bound), bound, group, min_s, max_s)
+        return self.block(
+            bounds if self.max_steps is None else bounds.within(self.max_steps, group), group
+        )
 
-    def block(
-        self, min_steps: int, max_steps: int | None, group: int, min_s: float, max_s: float
-    ) -> list[int]:
-        """Whole groups, the bounds checked after each: until ``max_steps`` or ``max_s``,
-        or until both minimums are met; the samples' durations, ns."""
+    def block(self, bounds: Bounds, group: int) -> list[int]:
+        """Whole groups, the bounds checked after each; the samples' durations, ns."""
         samples: list[int] = []
         steps, spent = 0, 0.0
         while True:
@@ -197,9 +240,7 @@ class Recorded:
             self.now_ns += sample
             samples.append(int(sample))
             steps, spent = steps + group, spent + sample
-            if (max_steps is not None and steps >= max_steps) or spent >= max_s * 1e9:
-                return samples
-            if steps >= min_steps and spent >= min_s * 1e9:
+            if bounds.stop(steps, spent) is not None:
                 return samples
 
 

@@ -363,25 +363,21 @@ def run_block(
     step: Step,
     source: Iterator[Any],
     timer: Timer,
+    bounds: steady.Bounds,
     *,
-    min_steps: int,
-    max_steps: int,
-    min_s: float,
-    max_s: float,
     group: int = 1,
     phase_marks: bool = True,
     clock: Callable[[], int] = time.perf_counter_ns,
     after_sample: Callable[[], None] | None = None,
 ) -> Block:
-    """Run steps until the bounds say stop. Marks: one at the start, then either one per
-    phase (``phase_marks``) or one per group of ``group`` steps. With ``after_sample``
-    (the timed block's memory reading) every sample gets its own opening mark, and the
-    reading and the bound check run in the gap between a sample's closing mark and the
-    next one's opening mark, timed by no sample: the marks then come in the layout
-    ``split_marks(..., gapped=True)`` reads."""
+    """Run steps until the bounds say stop (steady.Bounds: the rule). Marks: one at the
+    start, then either one per phase (``phase_marks``) or one per group of ``group``
+    steps. With ``after_sample`` (the timed block's memory reading) every sample gets its
+    own opening mark, and the reading and the bound check run in the gap between a
+    sample's closing mark and the next one's opening mark, timed by no sample: the marks
+    then come in the layout ``split_marks(..., gapped=True)`` reads."""
     mark = timer.mark
     inner = mark if phase_marks else _noop
-    min_ns, max_ns = int(min_s * 1e9), int(max_s * 1e9)
     steps = 0
     start = clock()
     mark()
@@ -394,14 +390,8 @@ def run_block(
             mark()
         if after_sample is not None:
             after_sample()
-        elapsed = clock() - start
-        if steps >= max_steps:
-            reason = "max_steps"
-        elif elapsed >= max_ns:
-            reason = "max_s"
-        elif steps >= min_steps and elapsed >= min_ns:
-            reason = "min_reached"
-        else:
+        reason = bounds.stop(steps, clock() - start)
+        if reason is None:
             if after_sample is not None:
                 mark()  # the next sample opens after the gap
             continue
@@ -475,16 +465,12 @@ def warm_up(
     phases_ns: dict[str, list[int]] = {name: [] for name in phases}
     readings = memory.SampleMemory(device)
 
-    def stretch(steps: int, group: int, min_s: float, max_s: float) -> list[int]:
-        bound = max(group, tcfg.max_steps - tcfg.max_steps % group)  # the timer's capacity
+    def stretch(bounds: steady.Bounds, group: int) -> list[int]:
         run_block(
             step,
             source,
             timer,
-            min_steps=min(steps, bound),
-            max_steps=bound,
-            min_s=min_s,
-            max_s=max_s,
+            bounds.within(tcfg.max_steps, group),  # the timer's capacity
             group=group,
             phase_marks=group == 1,
             after_sample=readings.read,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.analysis import steady
 from perflab.analysis.steady import Warmup, kept_samples
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
@@ -90,7 +91,7 @@ def measure(
             step,
             source,
             timer,
-            **_bounds(tcfg, length, kept.steps, kept.seconds),
+            steady.timed_block(tcfg, timed_steps, kept.steps, kept.seconds),
             group=group,
             phase_marks=group == 1,
             after_sample=per_sample.read,
@@ -126,23 +127,6 @@ def measure(
             f"torch.compile compiled inside the timed window ({after['graphs'] - before['graphs']}"
             " new graph(s)); the step times include compilation"
         )
-
-
-def _bounds(
-    tcfg: TrialConfig, length: TrialLength | None, kept_steps: int, kept_s: float
-) -> dict[str, Any]:
-    """The timed block's bounds, less the kept warm-up window's steps and seconds: the
-    fixed step count (trial.max_s still stops a trial that runs far slower than the one
-    that fixed it), or trial.min_*/max_*."""
-    if length is not None:
-        steps = length.timed_steps - kept_steps
-        return {"min_steps": steps, "max_steps": steps, "min_s": 0.0, "max_s": tcfg.max_s}
-    return {
-        "min_steps": max(1, tcfg.min_steps - kept_steps),
-        "max_steps": tcfg.max_steps - kept_steps,
-        "min_s": max(0.0, tcfg.min_s - kept_s),
-        "max_s": tcfg.max_s,
-    }
 
 
 def _samples(
