@@ -34,7 +34,8 @@ import numpy as np
 from scipy import stats as sps
 
 from perflab.analysis import sessions
-from perflab.analysis.stats import holm, trial_cost
+from perflab.analysis.stats import holm
+from perflab.analysis.trials import trial_cost
 from perflab.config.plan import Plan
 from perflab.formats.records import TrialRecord
 from perflab.formats.summary import CarryOverEffect

@@ -21,6 +21,7 @@ import numpy as np
 
 from perflab.analysis import carryover, sessions, stats
 from perflab.analysis.numerics import compare_probes
+from perflab.analysis.trials import trial_cost
 from perflab.analysis.variants import parts_written, variant_summary
 from perflab.config.plan import SENTINEL, Plan
 from perflab.errors import OutsideSweep, RecordError
@@ -199,7 +200,7 @@ def edited_records(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> lis
 
 def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
     """Per-round trial cost of the ok trials."""
-    return {r: stats.trial_cost(t, metric) for r, t in trials.items() if t.status == "ok"}
+    return {r: trial_cost(t, metric) for r, t in trials.items() if t.status == "ok"}
 
 
 def rounds_per_unit(schedule: Mapping[str, Any]) -> int:

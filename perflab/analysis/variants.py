@@ -12,6 +12,7 @@ import numpy as np
 
 from perflab.analysis import stats, steady
 from perflab.analysis.health import leak_flag, stall_flag, telemetry_flags
+from perflab.analysis.trials import summarize_trial, trial_cost
 from perflab.config.plan import Variant
 from perflab.formats.records import Samples, TrialRecord
 
@@ -44,8 +45,8 @@ def variant_summary(
         return summary
     samples = [t.samples for t in ok if t.samples is not None]
     steps = [s for x in samples for s in stats.per_step_ns(x.step_ns, x.steps_per_sample)]
-    per_trial = [stats.summarize_trial(t) for t in ok]
-    trial_costs = [stats.trial_cost(t, metric) for t in ok]
+    per_trial = [summarize_trial(t) for t in ok]
+    trial_costs = [trial_cost(t, metric) for t in ok]
     d = stats.describe(steps)
     summary.update(
         {

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis import sessions, stats
+from perflab.analysis import sessions, stats, trials
 from perflab.analysis.summarize import Experiment, analyze, load_trials, rounds_per_unit
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
@@ -259,7 +259,7 @@ def count(
     of the sweep that ran it (perflab.analysis.sessions.of_record)."""
     run.finished.add(record.round)
     if record.status == "ok" and record.samples is not None:
-        run.costs[record.round] = stats.trial_cost(record, metric)
+        run.costs[record.round] = trials.trial_cost(record, metric)
         run.sessions[record.round] = session
         s = record.samples
         lengths.setdefault(run.config, TrialLength(s.steps_per_sample, s.timed_steps, record.round))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perflab.analysis.stats import MIN_PAIRED_ROUNDS, summarize_trial
+from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 from perflab.analysis.steady import last
+from perflab.analysis.trials import summarize_trial
 from perflab.config.user_code import workload_name
 from perflab.formats.records import Samples, TrialRecord
 from perflab.formats.summary import Comparison, Estimate, Isolation, Summary

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perflab.analysis import stats
+from perflab.analysis import stats, trials
 from perflab.formats.atomic import replaced_whole
 from perflab.report.markdown_text import visible
 from perflab.report.tables import Report
@@ -101,7 +101,7 @@ def _costs(report: Report) -> dict[str, dict[int, float]]:
     metric = report.summary.metric
     return {
         v.label: {
-            r: stats.trial_cost(t, metric)
+            r: trials.trial_cost(t, metric)
             for r, t in report.trials[v.name].items()
             if t.status == "ok"
         }
