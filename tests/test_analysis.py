@@ -294,3 +294,26 @@ def test_the_summary_json_reference_names_every_field():
         if "perflab.inline" not in f.metadata and f"`{f.name}`" not in section
     ]
     assert not missing
+
+
+@pytest.mark.parametrize("module", ["perflab.analysis", "perflab.report"])
+def test_the_printing_commands_take_a_reader_that_stops_early(tmp_path, module):
+    # device: none. `python -m perflab.report SWEEP | head`: head exits, the pipe breaks
+    import os
+    import subprocess
+    import sys
+
+    make_sweep(tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before anything is printed
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", module, str(tmp_path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -8,8 +8,8 @@ device-side assert or a kernel that faults happens in a trial process, never in 
 This process itself only times the spin kernel (CUDA events and the host clock), which
 cannot leave the CUDA context broken.
 
-Bounds are set from what the spin ground truth promises and from tests/test_spin.py's,
-not from a run of this file: it has not run on a GPU yet (benchmarks/RESULTS.md).
+Bounds are set from what the spin ground truth promises and from tests/test_spin.py's;
+the tier ran on an H100 on 2026-11-26 (benchmarks/RESULTS.md, "GPU acceptance").
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ nothing is written. ``python -m perflab.report SWEEP_DIR`` prints the same as a 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -34,10 +35,20 @@ def recomputed(argv: list[str], command: str) -> Summary:
     return analyze(experiment, load_trials(sweep_dir, experiment.plan))
 
 
+def printed(text: str) -> None:
+    """Print ``text``; a reader that stopped early (``| head``) is no error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Python's advice (the signal module's docs, "Note on SIGPIPE"): point stdout
+        # at devnull so that the flush at exit raises nothing either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> None:
     summary = recomputed(sys.argv[1:] if argv is None else argv, "python -m perflab.analysis")
     # as perflab.formats.records.write_json_atomic writes summary.json
-    print(json.dumps(summary.to_dict(), separators=(",", ":"), allow_nan=True))
+    printed(json.dumps(summary.to_dict(), separators=(",", ":"), allow_nan=True))
 
 
 if __name__ == "__main__":

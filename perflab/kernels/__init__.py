@@ -8,8 +8,9 @@
   ``perflab::layer_norm_backward``), their tolerance table and the call counter behind
   the trial's evidence.
 
-Not a speed-up as measured: on an H100 the bf16 transformer step ran 0.512x of eager
-with them (docs/configuration.md); ``benchmarks/kernels.py`` measures them on a GPU.
+Not a speed-up as measured: on an H100 the bf16 transformer training step ran 0.70x of
+eager with them (benchmarks/kernels.py; benchmarks/RESULTS.md, "perflab's fused kernels
+against eager and torch.compile"; the reasons: docs/design.md).
 - ``modules.py``: FusedLinearGELU, FusedLayerNorm and ``fuse_model``.
 
 Importing this package needs torch, not Triton.

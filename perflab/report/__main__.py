@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sys
 
-from perflab.analysis.__main__ import recomputed
+from perflab.analysis.__main__ import printed, recomputed
 from perflab.report.console import experiment_table
 
 
 def main(argv: list[str] | None = None) -> None:
     summary = recomputed(sys.argv[1:] if argv is None else argv, "python -m perflab.report")
-    print(experiment_table(summary))
+    printed(experiment_table(summary))
 
 
 if __name__ == "__main__":
