@@ -293,9 +293,10 @@ def test_the_report_labels_interpreted_variants(tmp_path):
         write_record(path, record)
     lines = write_report(load(tmp_path)).read_text().splitlines()
     labelled = [line for line in lines if INTERPRETER_LABEL in line]
-    assert len(labelled) == 2, labelled  # the headline and the variant's row
+    assert len(labelled) == 2, labelled  # the headline and the variant's health flags
     assert labelled[0].startswith(f"- {treated.label} vs amp=off")
-    assert labelled[1].startswith(f"| {treated.label} |")
+    assert labelled[1] == f"- {treated.label}: {INTERPRETER_LABEL}"
+    assert lines[lines.index(labelled[1]) - 2] == "Health flags:"
 
 
 @pytest.mark.parametrize("shape", [(37, 48), (0, 16), (1, 1000)], ids=str)

@@ -194,7 +194,9 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry(tmp_path):
     summary = SimpleNamespace(variants=[replace(variant, measured=measured)])
     report = SimpleNamespace(summary=summary)
     text = "\n".join(resources_section(report))
-    assert "| amp=off | 3,072.0 | 2,048.0 (3,072.0) | util 98 %, SM clock 99% of max" in text
+    # the telemetry a line of a list under the table, not its last column
+    assert "| amp=off | 3,072.0 | 2,048.0 (3,072.0) |\n" in text
+    assert "GPU telemetry:\n\n- amp=off: util 98 %, SM clock 99% of max, <= 64 C, 612 W" in text
     assert "NVIDIA H100 80GB HBM3" in text and "allocated MiB" in text
 
 

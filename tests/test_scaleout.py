@@ -82,8 +82,10 @@ def test_merged_report_refuses_step_times_across_different_machines(tmp_path):
     assert "machines differ in torch" in text
     assert "Not compared: the groups ran on machines that differ in torch" in text
     assert "**FORCED**" not in text and "perflab-report SWEEP_DIR --force" in text
-    # ratios measured within each machine are still set side by side
-    assert "| amp=bf16 vs amp=off | 1.2" in text
+    # ratios measured within each machine are still set side by side: a row per group
+    speedups = text.split("## Speedups across groups")[1].split("\n## ")[0]
+    assert "amp=bf16 vs amp=off:\n\n| group | speedup | CI | verdict |" in speedups
+    assert "| model=a | 1.2" in speedups and "| model=b | 1.2" in speedups
     forced = write_merged_report(tmp_path, force=True).read_text()
     assert "**FORCED**" in forced and "torch: 2.13.0\\+cpu -\\> 2.14.0\\+cpu" in forced
 

@@ -144,11 +144,14 @@ def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_num
     from perflab.experiment.schedule import _progress
 
     sched = ScheduleConfig(isolation="process")
+    # why there is no interval yet: said in the first round, "n/a" after it
+    first = _progress(1, sched, 3, math.inf, "amp=true", 10.0, 10.0)
+    assert "; CI n/a until 3 paired rounds (amp=true), target" in first
     early = _progress(2, sched, 3, math.inf, "amp=true", 20.0, 10.0)
-    assert "widest CI n/a (an interval needs 3 paired rounds) (amp=true)" in early
+    assert "widest CI n/a (amp=true), target" in early
     workers = ScheduleConfig(isolation="worker", trials_per_worker=2)
-    early = _progress(2, workers, 3, math.inf, "amp=true", 20.0, 10.0)
-    assert "an interval needs 3 worker generations of 2 rounds" in early
+    first = _progress(1, workers, 3, math.inf, "amp=true", 10.0, 10.0)
+    assert "CI n/a until 3 worker generations" in first
     # two rounds' stopping bound once printed +-1741840784946858.5 %
     wild = _progress(3, sched, 3, 1.7e13, "amp=true", 30.0, 10.0)
     assert "widest CI >= +-100% (amp=true)" in wild and "e+" not in wild

@@ -537,22 +537,63 @@ def _progress(
     elapsed: float,
     round_s: float,
 ) -> str:
+    """The console's line after a round, at most 120 characters (for up to 999 rounds
+    and 99999 s): the first round says why there is no interval yet where that fits,
+    later ones only "n/a". The label of the widest interval's comparison is shortened to
+    the room left, step by step: its A/A copy's suffix to "(A/A)", each dotted key to
+    its last part (model.fn= to fn=), each dotted value too (my_step.attention_ref to
+    attention_ref), then cut in the middle with "..."; left out when the room is
+    shorter than the label and 15 characters."""
+    line_max, shortest = 120, 15
     if width < 0:
         ci = "n/a"
     elif width == float("inf"):
-        per_unit = _per_unit(sched)
-        units = "paired rounds" if per_unit == 1 else f"worker generations of {per_unit} rounds"
-        ci = f"n/a (an interval needs {stats.MIN_PAIRED_ROUNDS} {units})"
+        ci = "n/a"
+        if rounds == 1:
+            units = "paired rounds" if _per_unit(sched) == 1 else "worker generations"
+            ci += f" until {stats.MIN_PAIRED_ROUNDS} {units}"
     elif width >= 1:
         ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing
     else:
         ci = f"+-{width:.1%}"
     left = max(0.0, min(sched.time_budget_s - elapsed, (sched.max_rounds - rounds) * round_s))
-    return (
-        f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} "
-        f"variants in {round_s:.1f} s; widest CI {ci} ({who}), target "
-        f"+-{sched.target_half_width:.1%}; {elapsed:.0f} s spent, <= {left:.0f} s left"
+    tail = f", target +-{sched.target_half_width:.1%}; {elapsed:.0f} s, <= {left:.0f} s left"
+    # the first round's explanation of "n/a" takes the room of "widest" (no interval
+    # is the widest yet), and none at all where even then the line would not fit
+    widest = "CI" if " until " in ci else "widest CI"
+    head = (
+        f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} variants, "
+        f"{round_s:.1f} s; {widest} {ci}"
     )
+    if len(head) + len(tail) > line_max and " until " in ci:
+        head = head.split("; CI n/a until ")[0] + "; widest CI n/a"
+    room = line_max - len(head) - len(tail) - len(" ()")
+
+    def last_parts(name: str, values: bool) -> str:
+        def shorter(part: str) -> str:
+            key, eq, value = part.partition("=")
+            key = key.rsplit(".", 1)[-1] if eq else key
+            path = value.split(".")
+            if values and eq and len(path) > 1 and all(p.isidentifier() for p in path):
+                value = path[-1]  # a dotted name (my_step.attention_ref), not 0.01
+            return f"{key}{eq}{value}"
+
+        return " ".join(map(shorter, name.split(" ")))
+
+    name = who
+    for step in (
+        lambda n: n.replace(" (A/A copy)", " (A/A)"),
+        lambda n: last_parts(n, values=False),
+        lambda n: last_parts(n, values=True),
+    ):
+        if len(name) > room:
+            name = step(name)
+    if len(name) > room:
+        front = max(room - 3, 0) // 3
+        name = f"{name[:front]}...{name[len(name) - (room - 3 - front) :]}"
+    if who and room >= min(len(who), shortest):
+        head += f" ({name})"
+    return head + tail
 
 
 def make_runs(

@@ -22,7 +22,7 @@ from perflab.config.plan import Variant
 from perflab.errors import OutsideSweep
 from perflab.formats.atomic import replaced_whole
 from perflab.formats.sweepdir import PROFILE_DIR, PROFILE_FILE, TRACE_FILE, inside, relative_name
-from perflab.report.markdown_text import esc, table
+from perflab.report.markdown_text import esc
 from perflab.report.tables import Report
 
 TRACES_DIR = "traces"
@@ -154,6 +154,10 @@ def _prune(out: Path, keep: set[str]) -> None:
                 path.parent.rmdir()
 
 
+def _link(path: str, text: str) -> str:
+    return f"[`{text}`]({path})"
+
+
 def files_section(report: Report, files: ProfilerFiles) -> list[str]:
     """Where each variant's trace and memory snapshot are, and how to open them."""
     if not files.traces and not files.snapshots:
@@ -163,15 +167,16 @@ def files_section(report: Report, files: ProfilerFiles) -> list[str]:
         for v in report.experiment.plan.variants
         if v.name in files.traces or v.name in files.snapshots
     ]
-    header = ["variant", "trace folder"] + (["CUDA memory snapshot"] if files.snapshots else [])
+    # a list, not a table: two paths named after a variant's label, beside the label,
+    # are wider than the page
     rows = []
     for v in variants:
         trace = files.traces.get(v.name)
-        row = [esc(v.label), f"[`{trace.rsplit('/', 1)[0]}/`]({trace})" if trace else "-"]
+        parts = ["trace folder " + (_link(trace, trace.rsplit("/", 1)[0] + "/") if trace else "-")]
         if files.snapshots:
             snapshot = files.snapshots.get(v.name)
-            row.append(f"[`{snapshot}`]({snapshot})" if snapshot else "-")
-        rows.append(row)
+            parts.append("CUDA memory snapshot " + (_link(snapshot, snapshot) if snapshot else "-"))
+        rows.append(f"- {esc(v.label)}: {'; '.join(parts)}")
     logdir = TRACES_DIR if files.published else "."
     runs = (
         "one run per variant, named by its folder"
@@ -185,7 +190,9 @@ def files_section(report: Report, files: ProfilerFiles) -> list[str]:
         "From each variant's profiling trial, relative to this report; the tools below "
         "read them on your machine (details: perflab's docs/profiles.md).",
         "",
-        *table(header, rows),
+        *rows,
+        "",
+        "To open them:",
         "",
         "- Perfetto: open the `.json.gz` at https://ui.perfetto.dev (it runs in the "
         "browser; gzip is read as it is).",

@@ -14,7 +14,7 @@ import pandas as pd
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS
 from perflab.report.artifacts import ProfilerFiles, files_section
-from perflab.report.markdown_text import code, esc, table
+from perflab.report.markdown_text import code, esc, table, tables_within
 from perflab.report.markdown_text import num as _num
 from perflab.report.memory_section import resources_section
 from perflab.report.profiles import profiles_section, why_section
@@ -22,10 +22,19 @@ from perflab.report.tables import Report, first_ok
 from perflab.report.time_section import isolation_text, time_section
 
 
-def _x(speedup: float) -> str:
-    if speedup >= 1:
-        return f"{speedup:.2f}x faster"
-    return f"{1 / speedup:.2f}x slower"
+def _effect(speedup: float, verdict: str, delta: float) -> tuple[str, str]:
+    """The headline's words for an estimate, agreeing with its verdict: "faster" only for
+    FASTER, "slower" only for SLOWER; the ratio alone otherwise, the verdict then said in
+    words. Returns (the ratio's words, what follows the verdict)."""
+    if verdict == "FASTER":
+        return f"{speedup:.2f}x faster", ""
+    if verdict == "SLOWER":
+        return f"{1 / speedup:.2f}x slower", ""
+    if verdict == "EQUIVALENT":
+        return f"{speedup:.2f}x", f" within +-{delta:.1%}"
+    if verdict == "INCONCLUSIVE":
+        return f"{speedup:.2f}x", ": neither faster nor slower could be shown"
+    return f"{speedup:.2f}x", ""
 
 
 # fused=triton on CPU: the kernels ran in Triton's interpreter (the trial's evidence says so)
@@ -63,53 +72,58 @@ def headline(report: Report) -> list[str]:
             lines.append(f"- {what}: no paired rounds, no estimate")
             continue
         check = _numerics_check(numerics.get(c["variant"], {}))
+        ratio, said = _effect(c["speedup"], c["verdict"], c["delta"])
         lines.append(
-            f"- {what}: {_x(c['speedup'])} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
-            f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**; {check}"
+            f"- {what}: {ratio} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
+            f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**{said}; {check}"
         )
         if label := _timing_label(report, names.get(c["variant"], "")):
             lines[-1] += f"; **{label}**"
     return lines or ["- no comparisons: no swept knob has a baseline in this sweep"]
 
 
+def _comparison(variant: Any, baseline: Any) -> str:
+    """A comparison's cell: one label per line when they do not fit side by side."""
+    return f"{esc(variant)} vs {esc(baseline)}"
+
+
 def comparison_table(report: Report) -> list[str]:
+    """Two tables: the verdicts with their intervals first, then each variant's checks
+    (numerics, the knob's evidence, the first call and when it pays off). A comparison
+    names its variant and baseline in one cell, which wraps between the labels: two long
+    labels side by side would push the numbers off the page."""
     numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
-    rows = []
+    verdicts, checks = [], []
     for c in report.comparisons.to_dict("records"):
         n = numerics.get(c["variant"], {})
-        rows.append(
+        verdicts.append(
             [
-                esc(c["variant"]),
-                esc(c["baseline"]),
+                _comparison(c["variant"], c["baseline"]),
                 _num(c["speedup"], ".3f"),
                 f"[{_num(c['ci_low'], '.3f')}, {_num(c['ci_high'], '.3f')}]",
                 _verdict_text(c),
                 f"{c['delta']:.1%}",
                 str(c["rounds"]),
                 _num(c["p_adjusted"], ".2g"),
+            ]
+        )
+        checks.append(
+            [
+                esc(c["variant"]),
                 "-" if n.get("ok") is None else ("OK" if n["ok"] else "CHANGED"),
                 esc(c["knob_in_effect"]),
                 _num(c["first_call_s"], ".2f"),
                 _break_even_text(c["break_even_steps"]),
             ]
         )
-    return table(
-        [
-            "variant",
-            "baseline",
-            "speedup",
-            "CI",
-            "verdict",
-            "band",
-            "rounds",
-            "p (adjusted)",
-            "numerics",
-            "knob in effect",
-            "first call s",
-            "pays off after",
-        ],
-        rows,
-    )
+    header = ["comparison", "speedup", "CI", "verdict", "band", "rounds", "p (adjusted)"]
+    return [
+        *table(header, verdicts),
+        "",
+        "Checks of each variant against its baseline:",
+        "",
+        *table(["variant", "numerics", "knob in effect", "first call s", "pays off after"], checks),
+    ]
 
 
 def _verdict_text(c: dict[str, Any]) -> str:
@@ -126,72 +140,67 @@ def _break_even_text(steps: Any) -> str:
     return f"~{steps:,.0f} steps"
 
 
-def variant_table(report: Report) -> list[str]:
-    rows = []
-    for v in report.variants.to_dict("records"):
-        if "p50_ms" not in v or pd.isna(v.get("p50_ms")):
-            rows.append(
-                [
-                    esc(v["variant"]),
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    esc(v["health"]) or f"{v['failed']} failed trial(s)",
-                ]
-            )
-            continue
-        # every NAME_ms column but the percentiles': perflab's phases, or those a user's
-        # step marked (perflab.measure.steps.RESERVED_PHASES keeps them apart)
-        phases = ", ".join(
-            f"{k[:-3]} {v[k]:.2f}"
+# the percentiles' columns of the variants' frame; every other NAME_ms column is a phase
+PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+def _measured(v: dict[str, Any]) -> bool:
+    return "p50_ms" in v and not pd.isna(v.get("p50_ms"))
+
+
+def _phases(variants: list[dict[str, Any]]) -> list[str]:
+    """The step phases any variant has a median for, in the frame's order: perflab's, or
+    those a user's step marked (perflab.measure.steps.RESERVED_PHASES keeps them apart)."""
+    return list(
+        dict.fromkeys(
+            k[:-3]
+            for v in variants
             for k in v
-            if k.endswith("_ms")
-            and k[:-3] not in ("p50", "p90", "p95", "p99")
-            and not pd.isna(v[k])
+            if k.endswith("_ms") and k[:-3] not in PERCENTILES and not pd.isna(v[k])
         )
+    )
+
+
+def variant_table(report: Report) -> list[str]:
+    """The step times per variant; then, each in a table of its own, the median of each
+    phase, the first call, warm-up and trial length; then the health flags, as a list
+    (a flag is a sentence: in a cell it would make its row many lines tall)."""
+    variants = report.variants.to_dict("records")
+    phases = _phases(variants)
+    times, phase_rows, trials, health = [], [], [], []
+    for v in variants:
+        label = esc(v["variant"])
+        if not _measured(v):
+            times.append([label, *["-"] * 6])
+            phase_rows.append([label, *["-"] * len(phases)])
+            trials.append([label, "-", "-", "-"])
+            health.append(f"- {label}: {esc(v['health']) or str(v['failed']) + ' failed trial(s)'}")
+            continue
         bounded = set(str(v["bounded_percentiles"]).split())
-        tail = [
-            _num(v[f"{p}_ms"], ".2f") + ("" if p in bounded else "*")
-            for p in ("p50", "p90", "p95", "p99")
-        ]
-        rows.append(
+        tail = [_num(v[f"{p}_ms"], ".2f") + ("" if p in bounded else "*") for p in PERCENTILES]
+        times.append([label, *tail, f"{v['throughput']:,.0f}", f"{v['peak_memory_mib']:,.0f}"])
+        phase_rows.append([label, *(_num(v.get(f"{p}_ms"), ".2f") for p in phases)])
+        trials.append(
             [
-                esc(v["variant"]),
-                *tail,
-                f"{v['throughput']:,.0f}",
-                phases,
-                f"{v['peak_memory_mib']:,.0f}",
+                label,
                 f"{v['first_call_s']:.2f}",
                 f"{v['warmup_s']:.2f} ({v['warmup_stops']})",
                 str(v["timed_steps"]),
-                "; ".join(h for h in (esc(v["health"]), _timing_label(report, v["name"])) if h)
-                or "-",
             ]
         )
-    return table(
-        [
-            "variant",
-            "p50 ms",
-            "p90 ms",
-            "p95 ms",
-            "p99 ms",
-            "samples/s",
-            "phases ms (median)",
-            "peak MiB",
-            "first call s",
-            "warm-up s (why it ended)",
-            "timed steps",
-            "health",
-        ],
-        rows,
+        flags = "; ".join(h for h in (esc(v["health"]), _timing_label(report, v["name"])) if h)
+        if flags:
+            health.append(f"- {label}: {flags}")
+    lines = table(
+        ["variant", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "samples/s", "peak MiB"], times
     )
+    if phases:
+        lines += ["", "Median time of each phase of the step, ms:", ""]
+        lines += tables_within(["variant", *map(esc, phases)], phase_rows)
+    lines += ["", "First call, warm-up and the timed steps of a trial:", ""]
+    lines += table(["variant", "first call s", "warm-up s (why it ended)", "timed steps"], trials)
+    lines += ["", *(["Health flags:", "", *health] if health else ["Health flags: none."])]
+    return lines
 
 
 def numerics_table(report: Report) -> list[str]:
@@ -201,7 +210,6 @@ def numerics_table(report: Report) -> list[str]:
             rows.append(
                 [
                     esc(n["variant"]),
-                    esc(n["baseline"]),
                     "-",
                     "-",
                     "-",
@@ -214,7 +222,6 @@ def numerics_table(report: Report) -> list[str]:
         rows.append(
             [
                 esc(n["variant"]),
-                esc(n["baseline"]),
                 f"{n['max_abs_err']:.2e}",
                 f"{n['max_rel_err']:.2e}",
                 f"{n['cosine']:.6f}",
@@ -223,19 +230,24 @@ def numerics_table(report: Report) -> list[str]:
                 "pass" if n["ok"] else "FAIL",
             ]
         )
-    return table(
-        [
-            "variant",
-            "baseline",
-            "max abs err",
-            "max rel err",
-            "cosine",
-            "loss diff",
-            "tolerance",
-            "check",
-        ],
-        rows,
-    )
+    # a row per variant, as in the comparisons' checks: its baseline is its comparison's
+    # (two long labels side by side would push the errors off the page)
+    return [
+        "Each variant's outputs against its baseline's (its comparison above):",
+        "",
+        *table(
+            [
+                "variant",
+                "max abs err",
+                "max rel err",
+                "cosine",
+                "loss diff",
+                "tolerance",
+                "check",
+            ],
+            rows,
+        ),
+    ]
 
 
 ENV_KEYS = (

@@ -7,7 +7,7 @@ from typing import Any
 
 from perflab.config.plan import SENTINEL
 from perflab.formats.summary.variant import Measured, Telemetry
-from perflab.report.markdown_text import esc, table
+from perflab.report.markdown_text import esc, tables_within
 from perflab.report.tables import Report
 
 MIB = 2**20
@@ -63,12 +63,16 @@ def resources_section(report: Report) -> list[str]:
         (m.telemetry for _, m in entries if m.telemetry and m.telemetry.available), None
     )
     rows = [
-        [esc(label), _mib(m.peak_memory_bytes), *_phase_cells(m, phases)]
-        + ([_telemetry_cell(m.telemetry)] if telemetry else [])
-        for label, m in entries
+        [esc(label), _mib(m.peak_memory_bytes), *_phase_cells(m, phases)] for label, m in entries
     ]
-    header = ["variant", "peak MiB", *[f"after {p}" for p in phases]]
-    header += ["GPU telemetry"] if telemetry else []
+    header = ["variant", "peak MiB", *[f"after {esc(p)}" for p in phases]]
+    # a sentence per variant: as a table's last column it made the table run off the page
+    readings = (
+        ["", "GPU telemetry:", ""]
+        + [f"- {esc(label)}: {_telemetry_cell(m.telemetry)}" for label, m in entries]
+        if telemetry
+        else []
+    )
     what = (
         "CUDA caching allocator: allocated MiB at the end of each phase (peak within the "
         "phase in brackets)"
@@ -90,6 +94,7 @@ def resources_section(report: Report) -> list[str]:
         f"Peak over the timed trials; by phase from one instrumented step after a timed "
         f"block ({what}). {note}",
         "",
-        *table(header, rows),
+        *tables_within(header, rows),
+        *readings,
         "",
     ]

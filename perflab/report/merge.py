@@ -85,31 +85,33 @@ def _group(sweep_dir: Path, entry: dict[str, Any]) -> tuple[dict[str, Any], Repo
 
 
 def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:
-    """Each comparison's speedup per group: ratios measured within one machine each."""
+    """Each comparison's speedup per group: ratios measured within one machine each, a
+    table per comparison with a row per group (a column per group ran off the page)."""
     columns = [entry["key"] for entry, report in groups if report is not None]
-    cells: dict[str, dict[str, str]] = {}
+    cells: dict[str, dict[str, list[str]]] = {}
     for entry, report in groups:
         if report is None:
             continue
         for c in report.summary.comparisons:
             e = c.estimate
             cells.setdefault(f"{c.variant} vs {c.baseline}", {})[entry["key"]] = (
-                f"{e.speedup:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] {e.verdict}"
+                [f"{e.speedup:.3f}", f"[{e.ci_low:.3f}, {e.ci_high:.3f}]", e.verdict]
                 if e is not None
-                else c.verdict
+                else ["-", "-", c.verdict]
             )
     if not cells:
         return []
-    rows = [[esc(what), *[esc(by.get(col, "-")) for col in columns]] for what, by in cells.items()]
-    return [
+    lines = [
         "## Speedups across groups",
         "",
-        "Each cell is a ratio measured within one group, on one machine (paired rounds); "
+        "Each row is a ratio measured within one group, on one machine (paired rounds); "
         "setting the ratios side by side compares the treatments' effects, not the machines.",
         "",
-        *table(["comparison", *columns], rows),
-        "",
     ]
+    for what, by in cells.items():
+        rows = [[esc(col), *map(esc, by.get(col, ["-", "-", "-"]))] for col in columns]
+        lines += [f"{esc(what)}:", "", *table(["group", "speedup", "CI", "verdict"], rows), ""]
+    return lines
 
 
 def _step_times(

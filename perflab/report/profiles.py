@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perflab.report.markdown_text import code, esc, table
+from perflab.report.markdown_text import BR, code, esc, table
 from perflab.report.markdown_text import num as _num
 from perflab.report.tables import Report
 
@@ -85,18 +85,19 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
         ]
         lines += table(["kernel family", "ms (profiled window)", "share"], rows) + [""]
         key = "self_device_us" if p["device"] == "cuda" else "self_cpu_us"
+        # the input shapes under the operator's name: a column of their own made the
+        # table run off the page
         rows = [
             [
-                esc(op["name"][:60]),
+                _two_lines(op["name"][:60], op["input_shapes"][:50]),
                 esc(op["family"]),
                 str(op["calls"]),
                 f"{op[key] / 1e3:.2f}",
-                esc(op["input_shapes"][:50]),
             ]
             for op in p["top_ops"][:8]
         ]
         heading = "device ms" if p["device"] == "cuda" else "self ms"
-        lines += table(["top operator", "family", "calls", heading, "input shapes"], rows)
+        lines += table(["top operator (input shapes)", "family", "calls", heading], rows)
         lines += _kernel_lines(p) + _host_lines(p)
         lines += ["", *_diagnosis_lines(report, v.name, p), ""]
     return lines
@@ -107,17 +108,23 @@ def _kernel_lines(profile: dict[str, Any]) -> list[str]:
     kernels = profile.get("top_kernels") or []
     if not kernels:
         return []
+    # the operator that launched a kernel under its name: a 70-character kernel name and
+    # a 40-character operator name side by side are wider than the page
     rows = [
         [
-            esc(k["name"][:70]),
+            _two_lines(k["name"][:70], f"launched by {k['launched_by'][:40]}"),
             esc(k["family"]),
-            esc(k["launched_by"][:40]),
             str(k["count"]),
             f"{k['device_us'] / 1e3:.2f}",
         ]
         for k in kernels[:8]
     ]
-    return ["", *table(["top kernel", "family", "launched by", "count", "device ms"], rows)]
+    return ["", *table(["top kernel (launched by)", "family", "count", "device ms"], rows)]
+
+
+def _two_lines(first: str, second: str) -> str:
+    """A cell of two lines, the second left out when empty."""
+    return esc(first) + (f"{BR}{esc(second)}" if second else "")
 
 
 def _host_lines(profile: dict[str, Any]) -> list[str]:
