@@ -70,6 +70,7 @@ def wait_for_trials(started: Path, count: int, proc: subprocess.Popen[str]) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_kill_9_of_the_launcher_takes_its_trial_along_and_the_run_resumes(tmp_path):
     sweep, started = tmp_path / "sweep", tmp_path / "started.log"
     args = (*LONG, f"+model.args.started_log={started}", f"hydra.sweep.dir={sweep}")
@@ -119,6 +120,7 @@ def test_sighup_to_the_terminal_s_processes_behaves_like_ctrl_c(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_second_perflab_on_a_live_sweep_directory_is_refused(tmp_path):
     sweep, started = tmp_path / "sweep", tmp_path / "started.log"
     # the first sweep's steps wait while `hold` exists: it is surely still running when
@@ -151,6 +153,7 @@ def test_a_second_perflab_on_a_live_sweep_directory_is_refused(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_editing_the_model_s_module_between_sessions_refuses_the_resume(tmp_path):
     source = Path(__file__).with_name("faulty.py").read_text()
     (tmp_path / "mymodel.py").write_text(source)
@@ -202,6 +205,7 @@ def fill(disk: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_disk_that_fills_mid_sweep_stops_like_an_interruption_and_resumes(tmp_path, small_disk):
     sweep, started = small_disk / "sweep", tmp_path / "started.log"
     args = (*LONG, f"+model.args.started_log={started}", f"hydra.sweep.dir={sweep}")
@@ -261,6 +265,7 @@ def _quote(arg: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_output_locations_perflab_must_not_write_into_are_refused(tmp_path):
     (tmp_path / "a-file").write_text("")
     foreign = tmp_path / "foreign"

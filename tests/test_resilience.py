@@ -69,6 +69,7 @@ def left_in_group(pgid: int, wait_s: float = 10.0) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_every_kind_of_failed_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     sweep = tmp_path / "sweep"
     result = perflab(
@@ -181,6 +182,7 @@ def assert_interrupted_cleanly(result, started: Path, pgid: int, sweep: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_ctrl_c_mid_trial_then_the_same_command_resumes_to_a_complete_experiment(tmp_path):
     sweep = tmp_path / "sweep"
     result, started, pgid = interrupt_mid_trial(tmp_path, sweep, True, signal.SIGINT)

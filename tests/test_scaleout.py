@@ -161,6 +161,7 @@ def _layout(root: Path) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
     root = tmp_path / "multirun" / "grouped"
     command = [
