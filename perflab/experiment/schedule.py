@@ -306,6 +306,8 @@ class _Session:
         self.resumed = list(previous.resumed) if previous else []
         self.start = time.monotonic()
         self.ran = 0  # trials run in this session
+        # the round whose missing trials are running, and when they began (None between)
+        self.open_round: tuple[int, float] | None = None
 
     def elapsed(self) -> float:
         return self.prior_s + time.monotonic() - self.start
@@ -313,6 +315,16 @@ class _Session:
     def spent(self, round_: int, seconds: float) -> None:
         self.round_s += [0.0] * (round_ + 1 - len(self.round_s))
         self.round_s[round_] = round(self.round_s[round_] + seconds, 3)
+
+    def begin_round(self, round_: int) -> None:
+        self.open_round = (round_, time.monotonic())
+
+    def end_round(self) -> None:
+        """Count the open round's seconds (also when Ctrl-C cut it short)."""
+        if self.open_round is not None:
+            round_, began = self.open_round
+            self.spent(round_, time.monotonic() - began)
+            self.open_round = None
 
     def note_resume(self, round_: int, kept: int) -> None:
         if kept and not self.ran:
@@ -382,70 +394,117 @@ def run_experiment(
     record, and the summary of the finished ones is written and returned.
     """
     session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous)
-    # only a caller that checked the directory holds this experiment resumes it
-    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
-    kept = sum(len(t) for t in done.values())
-    frontier = max((r for t in done.values() for r in t), default=-1)
-    if kept:
-        say(
-            f"resuming: {kept} finished trial(s) on disk, up to round {frontier + 1}, are "
-            "kept; running only the missing ones"
-        )
+    done = _trials_on_disk(plan, sweep_dir, previous, say)
     session.save("running", previous.rounds if previous else 0)
-    rng = random.Random(sched.shuffle_seed)
-    lengths: dict[str, TrialLength] = {}  # configuration -> its fixed trial length
-    stop, rounds, current, round_start = "max rounds", 0, -1, 0.0
+    rounds = _Rounds(plan, runs, sched, session, done, say)
     workers = Workers(sched)
     try:
-        # rounds already on disk are always completed and kept, even past a lowered max
-        for round_ in range(max(sched.max_rounds, frontier + 1)):
-            order = [name for name, run in runs.items() if run.active]
-            if not order:
-                stop = "every variant failed"
-                break
-            rng.shuffle(order)  # replays the original order of rounds already run
-            todo = [name for name in order if round_ not in done[name]]
-            for name in order:
-                if round_ in done[name]:
-                    record = done[name][round_]
-                    ran_in = sessions.of_record(record, session.resumed)
-                    count(runs[name], record, sched.metric, lengths, ran_in)
-            if todo:
-                session.note_resume(round_, kept)
-                current, round_start = round_, time.monotonic()
-                for name in todo:
-                    session.check_still_there()
-                    run_one(runs[name], round_, session.index, sched, lengths, workers)
-                    session.ran += 1
-                session.spent(round_, time.monotonic() - round_start)
-                current = -1
-            rounds = round_ + 1
-            if round_ < frontier:
-                continue  # the session that ran this round did not stop after it
-            stop = _should_stop(plan, runs, sched, session, rounds, len(order), say, bool(todo))
-            if stop:
-                break
-            session.save("running", rounds)
-        else:
-            stop = "max rounds"
+        stop = rounds.run(workers)
     except KeyboardInterrupt:
         stop = "interrupted"
-        if current >= 0:
-            session.spent(current, time.monotonic() - round_start)
+        session.end_round()
     except PerflabError:
         # e.g. a factory that cannot be built with its arguments: keep what was measured
-        _finish(session, "config error", rounds)
+        _finish(session, "config error", rounds.complete)
         raise
     except OutputLost as exc:
         # OutputLost carries summary.json's object (perflab.errors sits below the model)
-        lost = _finish_lost(session, exc, rounds)
+        lost = _finish_lost(session, exc, rounds.complete)
         exc.summary = lost.to_dict() if lost is not None else None
         raise
     finally:
         workers.close()  # no worker outlives its sweep, however it ends
-    if kept and not session.ran and stop != "interrupted":
-        say(f"nothing left to run: all {kept} trial(s) were on disk; summary and report rewritten")
-    return _finish(session, stop, rounds)
+    if rounds.kept and not session.ran and stop != "interrupted":
+        say(
+            f"nothing left to run: all {rounds.kept} trial(s) were on disk; summary and report "
+            "rewritten"
+        )
+    return _finish(session, stop, rounds.complete)
+
+
+def _trials_on_disk(
+    plan: Plan, sweep_dir: Path, previous: Experiment | None, say: Callable[[str], None]
+) -> dict[str, dict[int, TrialRecord]]:
+    """The finished trials a resumed session keeps, by variant and round (none for a new
+    experiment: only a caller that checked the directory holds this experiment resumes it)."""
+    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
+    kept = sum(len(t) for t in done.values())
+    if kept:
+        frontier = max(r for t in done.values() for r in t)
+        say(
+            f"resuming: {kept} finished trial(s) on disk, up to round {frontier + 1}, are "
+            "kept; running only the missing ones"
+        )
+    return done
+
+
+class _Rounds:
+    """The experiment's rounds in order: each counts the trials on disk, runs the missing
+    ones, then asks the stopping rule."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        runs: dict[str, VariantRun],
+        sched: ScheduleConfig,
+        session: _Session,
+        done: dict[str, dict[int, TrialRecord]],
+        say: Callable[[str], None],
+    ) -> None:
+        self.plan, self.runs, self.sched, self.session = plan, runs, sched, session
+        self.done, self.say = done, say
+        self.kept = sum(len(t) for t in done.values())
+        self.frontier = max((r for t in done.values() for r in t), default=-1)
+        self.rng = random.Random(sched.shuffle_seed)
+        self.lengths: dict[str, TrialLength] = {}  # configuration -> its fixed trial length
+        self.complete = 0  # rounds finished so far
+
+    def run(self, workers: Workers) -> str:
+        """The stop reason. Rounds on disk are always completed and kept, even past a
+        lowered max_rounds."""
+        for round_ in range(max(self.sched.max_rounds, self.frontier + 1)):
+            order = [name for name, run in self.runs.items() if run.active]
+            if not order:
+                return "every variant failed"
+            self.rng.shuffle(order)  # replays the original order of rounds already run
+            ran = self._one(round_, order, workers)
+            self.complete = round_ + 1
+            if round_ < self.frontier:
+                continue  # the session that ran this round did not stop after it
+            stop = _should_stop(
+                self.plan,
+                self.runs,
+                self.sched,
+                self.session,
+                self.complete,
+                len(order),
+                self.say,
+                ran,
+            )
+            if stop:
+                return stop
+            self.session.save("running", self.complete)
+        return "max rounds"
+
+    def _one(self, round_: int, order: list[str], workers: Workers) -> bool:
+        """Count this round's trials on disk, run its missing ones; whether any ran."""
+        session = self.session
+        todo = [name for name in order if round_ not in self.done[name]]
+        for name in order:
+            if round_ in self.done[name]:
+                record = self.done[name][round_]
+                ran_in = sessions.of_record(record, session.resumed)
+                count(self.runs[name], record, self.sched.metric, self.lengths, ran_in)
+        if not todo:
+            return False
+        session.note_resume(round_, self.kept)
+        session.begin_round(round_)
+        for name in todo:
+            session.check_still_there()
+            run_one(self.runs[name], round_, session.index, self.sched, self.lengths, workers)
+            session.ran += 1
+        session.end_round()
+        return True
 
 
 def _should_stop(
