@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import os
 import shlex
 import sys
@@ -37,7 +38,7 @@ from perflab.config.schema import PerflabConfig
 from perflab.config.user_code import workloads_named
 from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
-from perflab.experiment.runner import SweepSetup, run_sweep
+from perflab.experiment.runner import SweepResult, SweepSetup, run_sweep
 from perflab.experiment.schedule import make_runs
 from perflab.formats.records import check_writable
 from perflab.formats.summary import Summary
@@ -147,17 +148,29 @@ def _launch(
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
 ) -> list[JobReturn]:
-    from perflab.report.console import experiment_table
-
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     jobs = [compose(context, config, ov, initial_job_idx + i) for i, ov in enumerate(job_overrides)]
-    schedule = jobs[0].config.schedule
+    _check_one_sweep(jobs)
+    if jobs[0].config.scaleout.group_by:
+        return _launch_groups(jobs, sweep_dir)
+    setup, by_name = _sweep_setup(jobs, sweep_dir)
+    try:
+        result = run_sweep(setup, print, functools.partial(_announce, setup, by_name, jobs))
+    except OutputLost as exc:
+        _print_lost(exc)
+        raise
+    _print_outcome(result, sweep_dir)
+    return [_variant_return(j, result.summary) for j in jobs]
+
+
+def _check_one_sweep(jobs: list[ComposedJob]) -> None:
+    """One schedule, report, profile and scale-out for every variant; report.dir writable."""
     first = jobs[0].config
     if any(
         (j.config.schedule, j.config.report, j.config.profile, j.config.scaleout)
-        != (schedule, first.report, first.profile, first.scaleout)
+        != (first.schedule, first.report, first.profile, first.scaleout)
         for j in jobs
     ):
         raise PerflabError(
@@ -166,8 +179,14 @@ def _launch(
         )
     if first.report.dir:
         check_writable(Path(first.report.dir), "report.dir")
-    if first.scaleout.group_by:
-        return _launch_groups(jobs, sweep_dir)
+
+
+def _sweep_setup(
+    jobs: list[ComposedJob], sweep_dir: Path
+) -> tuple[SweepSetup, dict[str, ComposedJob]]:
+    """The plan of the composed jobs, a run per variant, and what the runner needs."""
+    first = jobs[0].config
+    schedule = first.schedule
     plan = build_plan(
         [
             Job(
@@ -203,25 +222,37 @@ def _launch(
         first.profile,
         publish=Path(first.report.dir) if first.report.dir else None,
     )
+    return setup, by_name
 
-    def checked() -> None:
-        for variant in plan.variants:
-            _save_hydra_files(by_name[variant.source], sweep_dir / variant.dir)
-        for note in first_listed_baselines(plan, dict(schedule.treatments)):
-            print(f"perflab: note: {note}")
-        sentinel = " + A/A sentinel" if schedule.sentinel else ""
-        models = workloads_named([(_choices(j).get("model", "?"), j.config) for j in jobs])
-        print(
-            f"perflab: {len(jobs)} variant(s){sentinel} of {models}, interleaved rounds; "
-            f"sweep directory {sweep_dir}"
-        )
 
-    try:
-        result = run_sweep(setup, print, checked)
-    except OutputLost as exc:
-        if exc.summary is not None:
-            print(experiment_table(Summary.from_dict(exc.summary)))
-        raise
+def _announce(setup: SweepSetup, by_name: dict[str, ComposedJob], jobs: list[ComposedJob]) -> None:
+    """Once the settings are checked: each variant's Hydra files, and what will run."""
+    plan, schedule, sweep_dir = setup.plan, setup.schedule, setup.sweep_dir
+    for variant in plan.variants:
+        _save_hydra_files(by_name[variant.source], sweep_dir / variant.dir)
+    for note in first_listed_baselines(plan, dict(schedule.treatments)):
+        print(f"perflab: note: {note}")
+    sentinel = " + A/A sentinel" if schedule.sentinel else ""
+    models = workloads_named([(_choices(j).get("model", "?"), j.config) for j in jobs])
+    print(
+        f"perflab: {len(jobs)} variant(s){sentinel} of {models}, interleaved rounds; "
+        f"sweep directory {sweep_dir}"
+    )
+
+
+def _print_lost(exc: OutputLost) -> None:
+    """The table of what was measured before the results could no longer be written."""
+    from perflab.report.console import experiment_table
+
+    if exc.summary is not None:
+        print(experiment_table(Summary.from_dict(exc.summary)))
+
+
+def _print_outcome(result: SweepResult, sweep_dir: Path) -> None:
+    """The end of a sweep on the console: where the trials' logs are, the table, the
+    report, and the exit status's reasons."""
+    from perflab.report.console import experiment_table
+
     summary = result.summary
     logs = trial_logs(sweep_dir)
     if logs:
@@ -245,7 +276,6 @@ def _launch(
         )
     if result.interrupted:
         exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
-    return [_variant_return(j, summary) for j in jobs]
 
 
 def trial_logs(sweep_dir: Path) -> list[Path]:
