@@ -585,6 +585,7 @@ def test_curated_bad_input(workdir, args):
     no_trials(workdir)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(case=wrong_type())
@@ -670,6 +671,7 @@ def bad_sweeps() -> st.SearchStrategy[list[str]]:
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @settings(FUZZ, max_examples=16)
 @given(args=bad_sweeps())

@@ -122,6 +122,7 @@ def analysis(sweep: Path) -> subprocess.CompletedProcess[str]:
 # --- (5) the local modules the model imports are in the code fingerprint -----------------
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_an_edited_helper_of_the_model_outside_git_refuses_the_resume_naming_it(tmp_path):
     project = user_project(tmp_path)
@@ -179,6 +180,7 @@ def test_a_deeply_nested_record_is_skipped_by_the_report_and_the_analysis(tmp_pa
         assert f"nested deeper than {MAX_DEPTH} levels" in warning, (name, warning)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_deeply_nested_record_is_measured_again_by_a_resume(tmp_path):
     project = user_project(tmp_path)
