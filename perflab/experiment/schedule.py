@@ -394,9 +394,15 @@ def run_experiment(
     record, and the summary of the finished ones is written and returned.
     """
     session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous)
-    done = _trials_on_disk(plan, sweep_dir, previous, say)
-    session.save("running", previous.rounds if previous else 0)
+    # only a caller that checked the directory holds this experiment resumes it
+    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
     rounds = _Rounds(plan, runs, sched, session, done, say)
+    if rounds.kept:
+        say(
+            f"resuming: {rounds.kept} finished trial(s) on disk, up to round "
+            f"{rounds.frontier + 1}, are kept; running only the missing ones"
+        )
+    session.save("running", previous.rounds if previous else 0)
     workers = Workers(sched)
     try:
         stop = rounds.run(workers)
@@ -420,22 +426,6 @@ def run_experiment(
             "rewritten"
         )
     return _finish(session, stop, rounds.complete)
-
-
-def _trials_on_disk(
-    plan: Plan, sweep_dir: Path, previous: Experiment | None, say: Callable[[str], None]
-) -> dict[str, dict[int, TrialRecord]]:
-    """The finished trials a resumed session keeps, by variant and round (none for a new
-    experiment: only a caller that checked the directory holds this experiment resumes it)."""
-    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
-    kept = sum(len(t) for t in done.values())
-    if kept:
-        frontier = max(r for t in done.values() for r in t)
-        say(
-            f"resuming: {kept} finished trial(s) on disk, up to round {frontier + 1}, are "
-            "kept; running only the missing ones"
-        )
-    return done
 
 
 class _Rounds:
