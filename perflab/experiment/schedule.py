@@ -577,6 +577,11 @@ def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], N
         say(f"profiling {i}/{len(variants)}: {variant.label}: {state}")
 
 
+# the console's round line: at most this many characters, and a label shorter than the
+# room left is still shown when the room holds this many
+LINE_MAX, SHORTEST_LABEL = 120, 15
+
+
 def _progress(
     rounds: int,
     sched: ScheduleConfig,
@@ -586,63 +591,78 @@ def _progress(
     elapsed: float,
     round_s: float,
 ) -> str:
-    """The console's line after a round, at most 120 characters (for up to 999 rounds
-    and 99999 s): the first round says why there is no interval yet where that fits,
-    later ones only "n/a". The label of the widest interval's comparison is shortened to
-    the room left, step by step: its A/A copy's suffix to "(A/A)", each dotted key to
-    its last part (model.fn= to fn=), each dotted value too (my_step.attention_ref to
-    attention_ref), then cut in the middle with "..."; left out when the room is
-    shorter than the label and 15 characters."""
-    line_max, shortest = 120, 15
-    if width < 0:
-        ci = "n/a"
-    elif width == float("inf"):
-        ci = "n/a"
-        if rounds == 1:
-            units = "paired rounds" if _per_unit(sched) == 1 else "worker generations"
-            ci += f" until {stats.MIN_PAIRED_ROUNDS} {units}"
-    elif width >= 1:
-        ci = ">= +-100%"  # a t quantile on few rounds: the number itself means nothing
-    else:
-        ci = f"+-{width:.1%}"
+    """The console's line after a round, at most LINE_MAX characters (for up to 999
+    rounds and 99999 s): the first round says why there is no interval yet where that
+    fits, later ones only "n/a"; the label of the widest interval's comparison is
+    shortened to the room left (_short_label), or left out."""
+    ci, why = _interval_text(width, rounds, sched)
     left = max(0.0, min(sched.time_budget_s - elapsed, (sched.max_rounds - rounds) * round_s))
     tail = f", target +-{sched.target_half_width:.1%}; {elapsed:.0f} s, <= {left:.0f} s left"
-    # the first round's explanation of "n/a" takes the room of "widest" (no interval
-    # is the widest yet), and none at all where even then the line would not fit
-    widest = "CI" if " until " in ci else "widest CI"
-    head = (
-        f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} variants, "
-        f"{round_s:.1f} s; {widest} {ci}"
-    )
-    if len(head) + len(tail) > line_max and " until " in ci:
-        head = head.split("; CI n/a until ")[0] + "; widest CI n/a"
-    room = line_max - len(head) - len(tail) - len(" ()")
 
-    def last_parts(name: str, values: bool) -> str:
-        def shorter(part: str) -> str:
-            key, eq, value = part.partition("=")
-            key = key.rsplit(".", 1)[-1] if eq else key
-            path = value.split(".")
-            if values and eq and len(path) > 1 and all(p.isidentifier() for p in path):
-                value = path[-1]  # a dotted name (my_step.attention_ref), not 0.01
-            return f"{key}{eq}{value}"
+    def head(widest: str, interval: str) -> str:
+        return (
+            f"round {rounds}/{sched.max_rounds} (min {sched.min_rounds}): {variants} "
+            f"variants, {round_s:.1f} s; {widest} {interval}"
+        )
 
-        return " ".join(map(shorter, name.split(" ")))
+    # the explanation of "n/a" takes the room of "widest" (no interval is the widest
+    # yet), and is left out where even then the line would not fit
+    line = head("CI", f"{ci} {why}") if why else ""
+    if not line or len(line) + len(tail) > LINE_MAX:
+        line = head("widest CI", ci)
+    label = _short_label(who, LINE_MAX - len(line) - len(tail) - len(" ()"))
+    return line + (f" ({label})" if label else "") + tail
 
-    name = who
-    for step in (
+
+def _interval_text(width: float, rounds: int, sched: ScheduleConfig) -> tuple[str, str]:
+    """The widest interval's half-width as the round line shows it, and on the first
+    round without one, why there is none yet."""
+    if width < 0:
+        return "n/a", ""
+    if width == float("inf"):
+        if rounds != 1:
+            return "n/a", ""
+        units = "paired rounds" if _per_unit(sched) == 1 else "worker generations"
+        return "n/a", f"until {stats.MIN_PAIRED_ROUNDS} {units}"
+    if width >= 1:
+        return ">= +-100%", ""  # a t quantile on few rounds: the number means nothing
+    return f"+-{width:.1%}", ""
+
+
+def _last_parts(label: str, values: bool) -> str:
+    """Each dotted key of a label to its last part (model.fn= to fn=), and with
+    ``values`` each dotted name too (my_step.attention_ref to attention_ref, not 0.01)."""
+
+    def shorter(part: str) -> str:
+        key, eq, value = part.partition("=")
+        key = key.rsplit(".", 1)[-1] if eq else key
+        path = value.split(".")
+        if values and eq and len(path) > 1 and all(p.isidentifier() for p in path):
+            value = path[-1]
+        return f"{key}{eq}{value}"
+
+    return " ".join(map(shorter, label.split(" ")))
+
+
+def _short_label(label: str, room: int) -> str:
+    """``label`` within ``room`` characters, shortened step by step only as far as
+    needed: the A/A copy's suffix to "(A/A)", dotted keys, dotted values, then cut in
+    the middle with "..."; "" when the room is shorter than the label and than
+    SHORTEST_LABEL."""
+    if not label or room < min(len(label), SHORTEST_LABEL):
+        return ""
+    name = label
+    for shorten in (
         lambda n: n.replace(" (A/A copy)", " (A/A)"),
-        lambda n: last_parts(n, values=False),
-        lambda n: last_parts(n, values=True),
+        lambda n: _last_parts(n, values=False),
+        lambda n: _last_parts(n, values=True),
     ):
         if len(name) > room:
-            name = step(name)
+            name = shorten(name)
     if len(name) > room:
-        front = max(room - 3, 0) // 3
+        front = (room - 3) // 3
         name = f"{name[:front]}...{name[len(name) - (room - 3 - front) :]}"
-    if who and room >= min(len(who), shortest):
-        head += f" ({name})"
-    return head + tail
+    return name
 
 
 def make_runs(
