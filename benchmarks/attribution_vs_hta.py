@@ -78,8 +78,8 @@ def main() -> None:
         key = f"{path.parent.name}/{path.name.split('.')[0]}"
         trace = load(path)
         found = attribution.attribute(trace, top=15)
-        ratio = sum(found["families_us"].values()) / raw_device_us(trace)
-        idle = 1 - found["busy"]["busy_share"]
+        ratio = sum(found.families_us.values()) / raw_device_us(trace)
+        idle = 1 - (found.busy.busy_share or 0.0)
         hta = hta_idle(trace)
         if hta is not None:
             figures[key] = hta

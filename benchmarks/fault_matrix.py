@@ -108,7 +108,7 @@ def finished(sweep: Path) -> dict[Path, int]:
 
 def layout(sweep: Path) -> dict[str, list[tuple[int, str]]]:
     """Per variant label, (round, status) of each trial on disk."""
-    from perflab.analysis.summarize import Experiment, load_trials
+    from perflab.analysis.sweep import Experiment, load_trials
 
     experiment = Experiment.load(sweep)
     trials = load_trials(sweep, experiment.plan)
@@ -311,19 +311,18 @@ def code_edit(root: Path) -> dict[str, Any]:
 
 def hostile_profile(path: Path, trace: str) -> None:
     """A profile.json as a profiling trial writes it (no operators), naming ``trace``."""
-    from perflab.profile.capture import write_profile
+    from perflab.formats.profile_json import Overhead, TraceFile, write_profile
+    from perflab.profile.capture import profile_of
 
-    overhead = {"unprofiled_step_s": 0.01, "profiled_step_s": 0.011, "ratio": 1.1}
-    write_profile(
-        path,
+    profile = profile_of(
         variant={},
         device="cpu",
         rows=[],
-        trace={"trace": trace},
-        overhead=overhead,
+        trace_file=TraceFile(trace=trace, trace_bytes=0),
+        overhead=Overhead(unprofiled_step_s=0.01, profiled_step_s=0.011, ratio=1.1),
         profiled_steps=3,
-        busy={},
     )
+    write_profile(path, profile)
 
 
 def outside_file(root: Path, reference_dir: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from perflab.config.compose import register_configs
 from perflab.config.schema import PerflabConfig
 
 PARTS = {
-    "perflab.measure.profiled": ("prepare", "first_call"),
+    "perflab.measure.profiling_pass": ("prepare", "first_call"),
     "perflab.profile.capture": ("profile_steps", "export_trace", "write_trace"),
     "perflab.profile.operators": ("read",),
 }
@@ -84,12 +84,8 @@ def _key_averages_s(cfg: PerflabConfig) -> float:
     prep = build(cfg, resolved)
     step = make_step(cfg, resolved, prep)
     first_call(step, prep, make_timer(resolved.device, capacity=2))
-    p = cfg.profiling
     phases = TRAIN_PHASES if cfg.mode == "train" else INFER_PHASES
-    schedule = {"wait": p.wait, "warmup": p.warmup, "active": p.active}
-    prof, _ = profile_steps(
-        step, prep.workload.batches, phases, "cpu", schedule, p.shapes, p.memory, p.stacks
-    )
+    prof, _ = profile_steps(step, prep.workload.batches, phases, "cpu", cfg.profiling)
     start = time.perf_counter()
     prof.key_averages(group_by_input_shape=True)
     return time.perf_counter() - start
@@ -101,7 +97,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     register_configs()
-    from perflab.measure import profiled
+    from perflab.measure import profiling_pass
     from perflab.process.trial_request import TrialRequest
 
     for batch in args.batch:
@@ -114,7 +110,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 request = TrialRequest(cfg, {}, str(Path(tmp) / "profile.json"), {})
                 start = time.perf_counter()
-                profiled._profile(request)
+                profiling_pass._profile(request)
                 totals.append(time.perf_counter() - start)
             _restore(originals)
             for name, s in seconds.items():

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment, ScheduleSettings
 from perflab.config.plan import Job, build_plan
 from perflab.formats.records import Samples, TrialRecord, write_json_atomic, write_record
 from perflab.formats.sweepdir import EXPERIMENT_FILE
@@ -61,7 +61,8 @@ def make(root: Path, variants: int, rounds: int, steps: int) -> None:
                 ),
             )
     write_json_atomic(
-        root / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", rounds, 1.0).to_dict()
+        root / EXPERIMENT_FILE,
+        Experiment(plan, ScheduleSettings.from_dict(SCHEDULE), "max rounds", rounds, 1.0).to_dict(),
     )
 
 

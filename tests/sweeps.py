@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment, ScheduleSettings
 from perflab.config.plan import Job, Plan, build_plan
 from perflab.formats.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
 from perflab.formats.sweepdir import EXPERIMENT_FILE
@@ -116,7 +116,10 @@ def make_sweep(
                 record.status, record.samples = "failed", None
             write_record(root / variant.dir / "trials" / f"r{r:03d}.json", record)
     write_json_atomic(
-        root / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", rounds, 12.5).to_dict()
+        root / EXPERIMENT_FILE,
+        Experiment(
+            plan, ScheduleSettings.from_dict(SCHEDULE), "max rounds", rounds, 12.5
+        ).to_dict(),
     )
     return plan
 

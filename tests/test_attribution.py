@@ -8,6 +8,7 @@ import lzma
 from pathlib import Path
 
 import pytest
+from profiles import make_profile
 
 from perflab.profile import attribution
 from perflab.profile.diagnosis import delta_breakdown
@@ -42,15 +43,17 @@ def test_family_totals_are_the_traces_device_time(path):
     trace = _trace(path)
     raw = sum(e["dur"] for e in trace["traceEvents"] if e.get("cat") in DEVICE)
     found = attribution.attribute(trace, top=15)
-    assert sum(found["families_us"].values()) == pytest.approx(raw, rel=0.01)
-    assert found["device_total_us"] == pytest.approx(raw, rel=1e-9)
+    assert sum(found.families_us.values()) == pytest.approx(raw, rel=0.01)
+    assert found.device_total_us == pytest.approx(raw, rel=1e-9)
     # Hopper cuBLAS (nvjet_sm90_*) and native ATen kernels all find a family
-    assert found["families_us"].get("other", 0.0) <= 0.01 * raw
+    assert found.families_us.get("other", 0.0) <= 0.01 * raw
 
 
 @pytest.mark.parametrize("path", TRACES, ids=_key)
 def test_idle_agrees_with_holistic_trace_analysis(path):
-    idle = 1 - attribution.attribute(_trace(path), top=15)["busy"]["busy_share"]
+    share = attribution.attribute(_trace(path), top=15).busy.busy_share
+    assert share is not None
+    idle = 1 - share
     hta = HTA[_key(path)]["idle_share"]
     if _key(path) == "compile_modes_quick/1":
         # HTA counts the 147 host-side launcher ops Inductor records as triton_* CPU
@@ -77,27 +80,27 @@ def test_annotations_are_host_time_not_device_work():
     # range have gpu_user_annotation mirrors on the device timeline
     trace = _trace(FIXTURES / "traces" / "compile_modes_quick" / "1.json.xz")
     found = attribution.attribute(trace, top=50)
-    op_names = [op["name"] for op in found["top_ops"]]
+    op_names = [op.name for op in found.top_ops]
     assert not [n for n in op_names if n.startswith(("##", "Optimizer.step", "ProfilerStep"))]
-    host = {row["name"] for row in found["host_annotations"]}
+    host = {row.name for row in found.host_annotations}
     assert "ProfilerStep#*" in host and "Optimizer.step#SGD.step" in host
     assert any(n.startswith("## Call CompiledFxGraph") for n in host)
-    assert found["families_us"]["triton (inductor)"] > 0
+    assert found.families_us["triton (inductor)"] > 0
 
 
 def test_kernels_go_to_the_operator_that_launched_them():
     trace = _trace(FIXTURES / "traces" / "amp_gpu_warmup0.5s" / "0.json.xz")  # bf16
     found = attribution.attribute(trace, top=15)
-    top = {op["name"]: op for op in found["top_ops"]}
-    assert top["aten::mm"]["family"] == "matmul/conv"
+    top = {op.name: op for op in found.top_ops}
+    assert top["aten::mm"].family == "matmul/conv"
     # Hopper's cuBLAS GEMMs (nvjet_sm90_*) were launched by aten::mm and aten::addmm
-    nvjet = [k for k in found["top_kernels"] if k["name"].startswith("nvjet_sm90")]
-    assert nvjet and {k["launched_by"] for k in nvjet} <= {"aten::mm", "aten::addmm"}
+    nvjet = [k for k in found.top_kernels if k.name.startswith("nvjet_sm90")]
+    assert nvjet and {k.launched_by for k in nvjet} <= {"aten::mm", "aten::addmm"}
     # an elementwise kernel that aten::copy_ launched is a dtype conversion
-    copies = [k for k in found["top_kernels"] if k["launched_by"] == "aten::copy_"]
-    assert copies and {k["family"] for k in copies} == {"memcpy/memset"}
+    copies = [k for k in found.top_kernels if k.launched_by == "aten::copy_"]
+    assert copies and {k.family for k in copies} == {"memcpy/memset"}
     # operators' device times never exceed the device total (nothing counted twice)
-    assert sum(op["self_device_us"] for op in found["top_ops"]) <= found["device_total_us"]
+    assert sum(op.self_device_us for op in found.top_ops) <= found.device_total_us
 
 
 def test_kernel_names_are_short_enough_to_read():
@@ -115,7 +118,7 @@ def test_kernel_names_are_short_enough_to_read():
     assert attribution.short_kernel_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
     for path in TRACES:
         found = attribution.attribute(_trace(path), top=15)
-        assert all(len(k["name"]) <= 80 for k in found["top_kernels"])
+        assert all(len(k.name) <= 80 for k in found.top_kernels)
 
 
 def test_the_amp_difference_is_explained_by_the_device_time():
@@ -129,7 +132,7 @@ def test_the_amp_difference_is_explained_by_the_device_time():
         trace = _trace(FIXTURES / "traces" / "amp_gpu_warmup0.5s" / f"{variant}.json.xz")
         steps = len({e["name"] for e in trace["traceEvents"] if "ProfilerStep#" in e["name"]})
         found = attribution.attribute(trace, top=15)
-        profiles[variant] = {"families_us": found["families_us"], "profiled_steps": steps}
+        profiles[variant] = make_profile(families_us=found.families_us, profiled_steps=steps)
     measured = p50["1"] - p50["0"]  # variant 0 is amp=true, 1 the fp32 baseline
     d = delta_breakdown(profiles["1"], profiles["0"], measured)
-    assert abs(d["unexplained_ms"]) < 0.1 * measured
+    assert abs(d.unexplained_ms) < 0.1 * measured

@@ -17,8 +17,9 @@ import pytest
 from console_scripts import command
 from sweeps import make_sweep
 
-from perflab.analysis.summarize import Experiment, load_trials
+from perflab.analysis.sweep import Experiment, load_trials
 from perflab.errors import OutsideSweep
+from perflab.formats.profile_json import MemorySnapshot, Overhead, TraceFile, write_profile
 from perflab.formats.sweepdir import (
     EXPERIMENT_FILE,
     GROUPS_FILE,
@@ -28,7 +29,7 @@ from perflab.formats.sweepdir import (
     inside,
     relative_name,
 )
-from perflab.profile.capture import write_profile
+from perflab.profile.capture import profile_of
 from perflab.report import load, write_report
 from perflab.report.artifacts import publish
 from perflab.report.merge import load_groups
@@ -42,28 +43,23 @@ def _secret(tmp_path: Path) -> Path:
     return path
 
 
-def _with_profile(sweep: Path, trace: object, snapshot: object = None) -> None:
+def _with_profile(sweep: Path, trace: str, snapshot: str | None = None) -> None:
     """Variant 1's profile.json written as a profiling trial writes it (no operators),
-    then edited to name ``trace`` (and a memory snapshot ``snapshot``), with a real trace
-    file where perflab puts it."""
+    naming ``trace`` (and a memory snapshot ``snapshot``), with a real trace file where
+    perflab puts it."""
     profile_dir = sweep / "1" / "profile"
     (profile_dir / TRACE_DIR).mkdir(parents=True, exist_ok=True)
     (profile_dir / TRACE_DIR / TRACE_FILE).write_bytes(gzip.compress(b"a real trace"))
-    path = profile_dir / PROFILE_FILE
-    write_profile(
-        path,
+    profile = profile_of(
         variant={},
         device="cpu",
         rows=[],
-        trace={"trace": None},
-        overhead={"unprofiled_step_s": 0.01, "profiled_step_s": 0.011, "ratio": 1.1},
+        trace_file=TraceFile(trace=trace, trace_bytes=32),
+        overhead=Overhead(unprofiled_step_s=0.01, profiled_step_s=0.011, ratio=1.1),
         profiled_steps=3,
-        busy={},
-        extras={"memory_snapshot": {"file": snapshot, "note": ""}},
+        memory_snapshot=MemorySnapshot(file=snapshot, note=""),
     )
-    profile = json.loads(path.read_text())
-    profile["trace"] = trace
-    path.write_text(json.dumps(profile))
+    write_profile(profile_dir / PROFILE_FILE, profile)
 
 
 def _published_bytes(out: Path) -> list[bytes]:
@@ -87,7 +83,7 @@ def test_inside_follows_links_and_refuses_what_leads_out(tmp_path):
 
 @pytest.mark.parametrize(
     "trace",
-    ["../../../secret.txt", "SECRET_ABSOLUTE", ["a list"], f"{TRACE_DIR}/../../../../secret.txt"],
+    ["../../../secret.txt", "SECRET_ABSOLUTE", f"{TRACE_DIR}/../../../../secret.txt"],
 )
 def test_a_trace_named_outside_the_sweep_is_neither_copied_nor_linked(tmp_path, trace, capsys):
     sweep, out = tmp_path / "sweep", tmp_path / "published"
@@ -220,7 +216,7 @@ def test_a_group_directory_that_is_a_link_out_is_not_read(tmp_path):
     (sweep / "groups").mkdir()
     (sweep / "groups" / "a").symlink_to(tmp_path / "elsewhere")
     [(entry, report)] = load_groups(sweep)
-    assert report is None and "leads out of the sweep directory" in entry["state"]
+    assert report is None and "leads out of the sweep directory" in entry.state
 
 
 def test_a_record_that_is_a_loop_of_links_is_skipped_not_a_traceback(tmp_path):
@@ -252,6 +248,10 @@ def test_an_experiment_json_that_is_a_link_to_another_sweeps_is_refused(tmp_path
         (lambda p: p.update(families_us={"gemm": "12"}), "families_us"),
         (lambda p: p.update(top_ops=[{"name": 3}]), "top_ops[0]"),
         (lambda p: p.update(profiled_steps=0), "profiled_steps"),
+        # a path that is no string is refused here, before anything follows it
+        (lambda p: p.update(trace=["a list"]), "trace"),
+        (lambda p: p.update(device="tpu"), "device"),
+        (lambda p: p.update(schema_version=3), "schema_version=3"),
     ],
 )
 def test_a_profile_json_without_what_the_report_reads_is_skipped_and_named(tmp_path, spoil, named):

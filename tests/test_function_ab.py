@@ -138,8 +138,8 @@ def test_two_implementations_agree_and_a_wrong_one_does_not(tmp_path, make_confi
         assert record.evidence["model.fn"]["observed"] == f"{FUNCTIONS}.{name}"
         assert record.probe is not None and record.probe.output_shape == [4, 8, 8]
         probes[name] = record.probe
-    assert compare_probes(probes["matmul"], probes["matmul_einsum"])["ok"] is True
-    assert compare_probes(probes["matmul"], probes["matmul_wrong"])["ok"] is False
+    assert compare_probes(probes["matmul"], probes["matmul_einsum"]).ok is True
+    assert compare_probes(probes["matmul"], probes["matmul_wrong"]).ok is False
 
 
 def test_a_function_in_train_mode_times_forward_and_backward(tmp_path, make_config):

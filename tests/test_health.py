@@ -16,6 +16,7 @@ from perflab.analysis.steady import Bounds
 from perflab.analysis.variants import variant_summary
 from perflab.config.plan import Variant
 from perflab.formats.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
+from perflab.formats.summary.variant import VariantSummary
 from perflab.measure import memory
 from perflab.measure.steps import run_block
 from perflab.measure.timing import HostTimer, split_marks
@@ -166,7 +167,7 @@ def test_the_flags_reach_the_variant_summary():
     step_ns = _steps(rng, 100)
     step_ns[20] = step_ns[70] = 300_000_000
     record = _record(step_ns, [BASE + i * MIB for i in range(100)])
-    health = _summary({0: record})["health"]
+    health = _summary({0: record}).health
     assert any(h.startswith("memory grows +100.0 MiB per 100 steps") for h in health), health
     assert any(h.startswith("stalls: 2 of 100 samples") for h in health), health
 
@@ -253,7 +254,7 @@ MISBEHAVING = (
 LEAK, STALL = "memory grows", "stalls:"
 
 
-def _summary(trials: dict[int, TrialRecord]) -> dict:
+def _summary(trials: dict[int, TrialRecord]) -> VariantSummary:
     return variant_summary(Variant("0", "v", "0", [], {}, {}, None), trials, "latency")
 
 
@@ -267,7 +268,7 @@ def _trial(tmp_path: Path, cfg) -> tuple[TrialRecord, list[str]]:
     assert record.samples is not None
     # a reading after every timed sample, those of the warm-up's kept window included
     assert len(record.memory[SAMPLE_BYTES]) == len(record.samples.step_ns)
-    return record, _summary({0: record})["health"]
+    return record, _summary({0: record}).health
 
 
 def _has(health: list[str], prefix: str) -> bool:

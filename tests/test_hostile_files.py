@@ -18,9 +18,10 @@ import console_scripts
 import pytest
 from sweeps import make_sweep
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment
 from perflab.errors import ConfigError, RecordError
 from perflab.experiment import codeprint, resume
+from perflab.formats.profile_json import load_profile
 from perflab.formats.records import check_writable, load_record
 from perflab.formats.summary import SummaryError, load_summary
 from perflab.formats.sweepdir import (
@@ -30,7 +31,6 @@ from perflab.formats.sweepdir import (
     SweepLock,
     check_output_dir,
 )
-from perflab.profile.profile_file import load_profile
 
 # A sweep of one variant, three rounds of ~0.2 s trials of MODEL (my_model.py, in the
 # directory the command runs in), each in a fresh process, on the CPU: ~6 s

@@ -1,11 +1,12 @@
 """The layout a newcomer reads is the layout that ships (device=cpu: nothing runs here).
 
 The import contracts themselves are checked by `lint-imports` in .ci/run; these tests
-keep the packaging, the README's tree and the docs' links true to the tree on disk.
+keep the packaging, the tree in docs/contributing.md and the docs' links true to the tree on disk.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -35,25 +36,25 @@ def test_every_package_is_in_the_wheel():
 
 
 def _readme_tree() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Layout") :]
+    text = (ROOT / "docs" / "contributing.md").read_text()
+    section = text[text.index("## The tree") :]
     return section[: section.index("```", section.index("```") + 3)]
 
 
-def test_the_readme_tree_names_every_sub_package_and_top_level_module():
+def test_the_tree_names_every_sub_package_and_top_level_module():
     tree = _readme_tree()
     names = [p.name + "/" for p in PERFLAB.iterdir() if (p / "__init__.py").is_file()]
     names += [p.name for p in PERFLAB.glob("*.py") if p.name != "__init__.py"]
     missing = [n for n in sorted(names) if not re.search(rf"(?<![\w/]){re.escape(n)}", tree)]
-    assert not missing, f"README.md's Layout does not name {missing}"
+    assert not missing, f"docs/contributing.md's tree does not name {missing}"
 
 
-def test_the_readme_tree_names_nothing_that_is_gone():
+def test_the_tree_names_nothing_that_is_gone():
     tree = _readme_tree()
     lines = [line for line in tree.splitlines() if line.startswith("  ")]
     named = {n for line in lines for n in re.findall(r"\b([a-z_]+(?:\.py|/))", line)}
     gone = [n for n in sorted(named) if not (PERFLAB / n.rstrip("/")).exists()]
-    assert not gone, f"README.md's Layout names {gone}, which perflab/ does not have"
+    assert not gone, f"docs/contributing.md's tree names {gone}, which perflab/ does not have"
 
 
 @pytest.mark.parametrize(
@@ -90,3 +91,48 @@ def test_the_layer_table_is_the_import_contract():
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     documented = [set(re.findall(r"`(\w+)`", row.split(" | ")[0])) for row in rows]
     assert documented == enforced
+
+
+_IMPORT = re.compile(
+    r"^\s*(?:from perflab\.(\w+)(?:\.(\w+))? import ([\w, ()]+)|import perflab\.(\w+)\.(\w+))", re.M
+)
+
+
+def _declared(package: str) -> set[str]:
+    """The names in a package's __all__, read without importing it (some import torch)."""
+    tree = ast.parse((PERFLAB / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def test_every_package_declares_its_public_face():
+    packages = [p.name for p in PERFLAB.iterdir() if (p / "__init__.py").is_file()]
+    undeclared = [p for p in packages if p not in ("conf", "experiments") and not _declared(p)]
+    assert not undeclared, f"no __all__ in {undeclared}"
+
+
+def test_packages_import_only_each_others_public_face():
+    """A module of another package that its __all__ does not list is that package's own."""
+    found = []
+    for path in PERFLAB.rglob("*.py"):
+        own = path.relative_to(PERFLAB).parts[0]
+        for m in _IMPORT.finditer(path.read_text()):
+            package = m.group(1) or m.group(4)
+            if package == own or not (PERFLAB / package / "__init__.py").is_file():
+                continue
+            if m.group(4):
+                names = [m.group(5)]
+            elif m.group(2):
+                names = [m.group(2)]
+            else:
+                names = [n.strip(" ()").split(" as ")[0] for n in m.group(3).split(",")]
+            found += [
+                f"{path.relative_to(ROOT)}: perflab.{package}.{n}"
+                for n in names
+                if n and n not in _declared(package)
+            ]
+    assert not found, "not in the package's __all__: " + "; ".join(found)

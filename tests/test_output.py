@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from console_scripts import command
+from profiles import make_profile
 from sweeps import make_sweep
 
 from perflab.config.plan import Variant
+from perflab.formats.profile_json import MemorySnapshot, TraceFile
 from perflab.formats.sweepdir import TRACE_DIR, TRACE_FILE
 from perflab.process.isolation import output_to
 from perflab.report import load, write_report
@@ -185,8 +187,12 @@ def _profiled_sweep(root: Path, snapshot: bool = True):
         (profile_dir / TRACE_DIR).mkdir(parents=True)
         (profile_dir / TRACE_DIR / TRACE_FILE).write_bytes(gzip.compress(v.name.encode()))
         (profile_dir / "memory_snapshot.pickle").write_bytes(b"snapshot " + v.name.encode())
-        entry = {"file": "memory_snapshot.pickle" if snapshot else None, "note": ""}
-        report.profiles[v.name] = {"trace": f"{TRACE_DIR}/{TRACE_FILE}", "memory_snapshot": entry}
+        report.profiles[v.name] = make_profile(
+            trace_file=TraceFile(trace=f"{TRACE_DIR}/{TRACE_FILE}", trace_bytes=len(v.name)),
+            memory_snapshot=MemorySnapshot(
+                file="memory_snapshot.pickle" if snapshot else None, note=""
+            ),
+        )
     return report
 
 

@@ -10,26 +10,34 @@ from pathlib import Path
 import pytest
 from sweeps import make_sweep
 
+from perflab.formats.profile_json import OpRow, Overhead, TraceFile, write_profile
 from perflab.formats.sweepdir import profile_record
-from perflab.profile.capture import write_profile
-from perflab.profile.families import OpRow
+from perflab.profile.capture import profile_of
 from perflab.report import load
 from perflab.report.profiles import profiles_section, why_section
 
 
 def _profile(sweep: Path, job: str, profiled_ms: float, gemm_ms: float) -> None:
     """A CPU profile of 1 step: ``gemm_ms`` of matmul, a profiled step of ``profiled_ms``."""
-    row = OpRow("aten::mm", "gemm", 1, gemm_ms * 1e3, 0.0, 0, "[[4, 4]]")
-    write_profile(
-        profile_record(sweep / job),
+    row = OpRow(
+        name="aten::mm",
+        family="gemm",
+        calls=1,
+        self_cpu_us=gemm_ms * 1e3,
+        self_device_us=0.0,
+        self_cpu_memory_bytes=0,
+        input_shapes="[[4, 4]]",
+        annotation=False,
+    )
+    profile = profile_of(
         variant={},
         device="cpu",
         rows=[row],
-        trace={"trace": None},
-        overhead={"unprofiled_step_s": 1e-3, "profiled_step_s": profiled_ms / 1e3, "ratio": 1.5},
+        trace_file=TraceFile(trace=None, trace_bytes=0),
+        overhead=Overhead(unprofiled_step_s=1e-3, profiled_step_s=profiled_ms / 1e3, ratio=1.5),
         profiled_steps=1,
-        busy={},
     )
+    write_profile(profile_record(sweep / job), profile)
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import json
 import pytest
 from tiny import TINY
 
-from perflab.measure.profiled import run_profile
+from perflab.formats.profile_json import MemorySnapshot, load_profile
+from perflab.measure.profiling_pass import run_profile
 from perflab.process.isolation import run_isolated
 from perflab.process.trial_request import TrialRequest
 from perflab.profile.families import classify
-from perflab.profile.profile_file import load_profile
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,8 @@ def _profile(tmp_path, make_config, *overrides):
     outcome = run_isolated(run_profile, TrialRequest(cfg, {}, str(path), {}), timeout_s=600)
     assert outcome.kind == "ok", outcome.message
     profile = load_profile(path)
-    return profile, path.parent / (profile["trace"] or "trace/none")
+    assert profile is not None
+    return profile, path.parent / (profile.trace_file.trace or "trace/none")
 
 
 def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, make_config):
@@ -91,23 +92,24 @@ def test_profiling_trial_writes_a_trace_with_phase_markers_and_tables(tmp_path, 
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     names = {e.get("name") for e in events}
     assert {"perflab/data", "perflab/forward", "perflab/backward", "perflab/optimizer"} <= names
-    assert profile["time_basis"] == "self CPU time" and profile["profiled_steps"] == 3
-    assert profile["top_ops"] and profile["families_us"]
-    assert set(profile["phases_us"]) >= {"forward", "backward"}
-    assert profile["overhead"]["ratio"] > 0 and profile["trace_bytes"] == trace.stat().st_size
+    assert profile.time_basis == "self CPU time" and profile.profiled_steps == 3
+    assert profile.top_ops and profile.families_us
+    assert set(profile.phases_us) >= {"forward", "backward"}
+    assert (profile.overhead.ratio or 0) > 0
+    assert profile.trace_file.trace_bytes == trace.stat().st_size
 
 
 @pytest.mark.slow
 def test_compiled_variant_names_its_inductor_cpp_kernels(tmp_path, make_config):
     profile, trace = _profile(tmp_path, make_config, "compile=true")
-    assert profile["families_us"].get("c++ (inductor)", 0) > 0
+    assert profile.families_us.get("c++ (inductor)", 0) > 0
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert any("cpp_fused_" in str(e.get("name")) for e in events)
 
 
 def test_a_trace_over_the_bound_is_not_kept(tmp_path, make_config):
     profile, trace = _profile(tmp_path, make_config, "profiling.max_trace_mb=0.0001")
-    assert profile["trace"] is None and "exceeds" in profile["trace_note"]
+    assert profile.trace_file.trace is None and "exceeds" in (profile.trace_file.trace_note or "")
     assert not trace.exists()
 
 
@@ -117,24 +119,22 @@ def test_busy_time_is_the_union_of_intervals_within_the_steps():
     assert union_us([(0, 4), (2, 6), (8, 9)], (1, 10)) == pytest.approx(6.0)
     assert union_us([(0, 1)], (2, 3)) == 0.0
     s = busy_summary([(0, 4), (2, 6), (12, 13)], [(0, 10), (10, 20)], "test")
-    assert s["window_us"] == 20 and s["busy_us"] == 7 and s["busy_share"] == pytest.approx(0.35)
+    assert s.window_us == 20 and s.busy_us == 7 and s.busy_share == pytest.approx(0.35)
 
 
 def test_cpu_busy_time_counts_outermost_operators_once(tmp_path, make_config):
     profile, _ = _profile(tmp_path, make_config)
-    busy = profile["busy"]
-    assert busy["basis"].startswith("outermost ATen operators")
-    assert 0 < busy["busy_share"] < 1 and busy["busy_us"] + busy["idle_us"] == pytest.approx(
-        busy["window_us"]
+    busy = profile.busy
+    assert busy is not None and busy.basis.startswith("outermost ATen operators")
+    assert 0 < (busy.busy_share or 0) < 1
+    assert busy.busy_us + busy.idle_us == pytest.approx(busy.window_us)
+    assert profile.memory_snapshot == MemorySnapshot(
+        file=None, note="off (profiling.memory_snapshot=false)"
     )
-    assert profile["memory_snapshot"] == {
-        "file": None,
-        "note": "off (profiling.memory_snapshot=false)",
-    }
 
 
 def test_fused_variant_shows_perflabs_custom_ops(tmp_path, make_config):
     # in a fork-server child, where dynamo (and so triton.language) is preloaded
     profile, _ = _profile(tmp_path, make_config, "fused=triton")
-    assert profile["families_us"].get("custom op / user triton", 0) > 0
-    assert any(op["name"] == "perflab::bias_gelu" for op in profile["top_ops"])
+    assert profile.families_us.get("custom op / user triton", 0) > 0
+    assert any(op.name == "perflab::bias_gelu" for op in profile.top_ops)

@@ -12,8 +12,8 @@ import pytest
 from fake_trials import FakeTrials
 from sweeps import make_sweep
 
-from perflab.analysis import summarize as analysis
-from perflab.analysis.summarize import Experiment, analyze, analyze_dir, load_trials
+from perflab.analysis.summarize import analyze, analyze_dir
+from perflab.analysis.sweep import Experiment, load_trials
 from perflab.errors import RecordError
 from perflab.formats.records import (
     SCHEMA_VERSION,
@@ -177,8 +177,7 @@ def test_perflab_report_and_the_analysis_go_on_past_bad_records(tmp_path, capsys
         assert f"skipped an unreadable file: {name}".replace("_", "\\_") in notes
     assert "Traceback" not in err
 
-    analysis._warned.clear()  # a fresh process, as `python -m perflab.report` is
-    analysis_main([str(tmp_path)])
+    analysis_main([str(tmp_path)])  # another command: its own read, its own warnings
     captured = capsys.readouterr()
     assert "experiment.json" not in captured.err
     assert captured.err.count("perflab: warning: skipping") == len(expected)
@@ -213,7 +212,9 @@ def test_a_resume_into_a_directory_with_bad_records_measures_them_again(tmp_path
             v.name: schedule.VariantRun(None, tmp_path / v.dir, v.source)  # type: ignore[arg-type]
             for v in plan.variants
         }
-        return schedule.run_experiment(plan, runs, sched, tmp_path, lambda _: None, {}, previous)
+        return schedule.run_experiment(
+            plan, runs, sched, tmp_path, lambda _: None, {}, previous
+        ).summary
 
     run(FakeTrials())
     _edit(tmp_path / "1" / "trials" / "r001.json", "samples.step_ns.0", 0)  # log(0) crashed

@@ -16,7 +16,7 @@ from sweeps import make_sweep
 from perflab.formats.records import load_record, write_json_atomic, write_record
 from perflab.report import load, write_report
 from perflab.report.cli import GATES
-from perflab.report.markdown import esc
+from perflab.report.markdown import esc, render
 from perflab.report.markdown_text import table
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report.md"
@@ -58,6 +58,15 @@ def test_csv_exports_are_the_tidy_tables(tmp_path):
     variants = pd.read_csv(tmp_path / "variants.csv")
     assert len(variants) == 3 and "p99_ms" in variants
     assert bool(pd.read_csv(tmp_path / "numerics.csv").loc[0, "ok"])
+
+
+def test_the_markdown_renders_the_typed_values_not_the_frames(tmp_path):
+    """The frames are exports: emptied, the report reads the same."""
+    make_sweep(tmp_path, fail_round=2)
+    report = load(tmp_path)
+    text = render(report)
+    report.comparisons = report.variants = report.numerics = pd.DataFrame()
+    assert render(report) == text
 
 
 def test_an_unfinished_sweep_is_reported_as_such(tmp_path):

@@ -23,13 +23,13 @@ import lzma
 import math
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 from sweeps import SCHEDULE, make_sweep
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment, ScheduleSettings
 from perflab.config.plan import Job, build_plan
 from perflab.config.schema import ScheduleConfig
 from perflab.experiment.schedule import _progress
@@ -259,18 +259,19 @@ def long_label_sweep(root: Path) -> Path:
     jobs = [Job(int(n), [label], dict([label.split("=", 1)])) for n, label in LONG.items()]
     plan = build_plan(jobs, {}, sentinel=True)
     write_json_atomic(
-        root / EXPERIMENT_FILE, Experiment(plan, SCHEDULE, "max rounds", 8, 12.5).to_dict()
+        root / EXPERIMENT_FILE,
+        Experiment(plan, ScheduleSettings.from_dict(SCHEDULE), "max rounds", 8, 12.5).to_dict(),
     )
     return root
 
 
 def with_profiles(name: str, root: Path) -> Path:
     """An H100 sweep of tests/fixtures/h100 with each variant's profile.json made from its
-    real trace, as perflab.measure.profiled writes it on CUDA: kernel names of 70
+    real trace, as perflab.measure.profiling_pass writes it on CUDA: kernel names of 70
     characters, operators with their input shapes."""
+    from perflab.formats.profile_json import TOP_OPS, Overhead, TraceFile, write_profile
     from perflab.profile import attribution, operators
-    from perflab.profile.capture import write_profile
-    from perflab.profile.profile_file import TOP_OPS
+    from perflab.profile.capture import profile_of
 
     shutil.copytree(H100 / name, root)
     for path in sorted((H100 / "traces" / name).glob("*.json.xz")):
@@ -278,18 +279,16 @@ def with_profiles(name: str, root: Path) -> Path:
             trace = json.load(f)
         out = profile_record(root / path.name.split(".")[0])
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_profile(
-            out,
+        profile = profile_of(
             variant={},
             device="cuda",
             rows=operators.read(trace).rows,
-            trace={"trace": None, "trace_note": "not kept"},
+            trace_file=TraceFile(trace=None, trace_bytes=0, trace_note="not kept"),
             profiled_steps=3,
-            busy={},
-            extras={"host_annotations": attribution.host_table(trace, TOP_OPS)},
             device_side=attribution.attribute(trace, TOP_OPS),
-            overhead={"unprofiled_step_s": 0.01, "profiled_step_s": 0.012, "ratio": 1.2},
+            overhead=Overhead(unprofiled_step_s=0.01, profiled_step_s=0.012, ratio=1.2),
         )
+        write_profile(out, profile)
     return root
 
 
@@ -483,11 +482,11 @@ def test_the_headline_calls_a_variant_faster_only_when_its_verdict_is_faster(
     and the verdict in words, for EQUIVALENT and INCONCLUSIVE."""
     make_sweep(tmp_path)
     report = load(tmp_path)
-    row = report.comparisons.index[0]
-    for column, value in (("verdict", verdict), ("speedup", speedup)):
-        report.comparisons.loc[row, column] = value
-    report.comparisons.loc[row, ["ci_low", "ci_high"]] = [low, high]
-    [line] = headline(report)
+    [c] = report.summary.comparisons
+    assert c.estimate is not None
+    estimate = replace(c.estimate, verdict=verdict, speedup=speedup, ci_low=low, ci_high=high)
+    summary = replace(report.summary, comparisons=[replace(c, estimate=estimate)])
+    [line] = headline(replace(report, summary=summary))
     assert line.startswith(f"- amp=bf16 vs amp=off: {ratio} (95% CI, 8 rounds) — {said}")
     words = line.replace("neither faster nor slower could be shown", "")
     assert ("faster" in words) == (verdict == "FASTER"), line

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import console_scripts
@@ -18,7 +19,14 @@ import pytest
 from fake_trials import FakeTrials
 from processes import alive
 
-from perflab.analysis.summarize import Experiment, analyze_dir, load_trials
+from perflab.analysis.summarize import analyze
+from perflab.analysis.sweep import (
+    Experiment,
+    ScheduleSettings,
+    load_trials,
+    read_records,
+    read_sweep,
+)
 from perflab.errors import ConfigError
 from perflab.experiment import resume
 from perflab.formats.records import MIN_FREE_BYTES, check_writable, load_record
@@ -286,7 +294,9 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
             v.name: schedule.VariantRun(None, sweep / v.dir, v.source)  # type: ignore[arg-type]
             for v in plan.variants
         }
-        return schedule.run_experiment(plan, runs, sched, sweep, lambda _: None, {"x": 1}, previous)
+        return schedule.run_experiment(
+            plan, runs, sched, sweep, lambda _: None, {"x": 1}, previous
+        ).summary
 
     whole = FakeTrials()
     assert run(tmp_path / "whole", whole).rounds == 5
@@ -301,7 +311,7 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
     assert first.calls + second.calls == whole.calls  # the same order, nothing run twice
     assert summary.rounds == 5 and [v.trials for v in summary.variants] == [5] * 4
     experiment = Experiment.load(tmp_path / "cut")
-    assert experiment.resumed[0]["at_round"] == 2 and experiment.resumed[0]["trials_kept"] == 9
+    assert experiment.resumed[0].at_round == 2 and experiment.resumed[0].trials_kept == 9
     again = FakeTrials()
     run(tmp_path / "cut", again, experiment)  # finished: nothing runs
     assert again.calls == [] and len(Experiment.load(tmp_path / "cut").resumed) == 1
@@ -311,12 +321,12 @@ def test_resume_replays_the_shuffled_order_and_completes_the_partial_round(tmp_p
 
 
 def _experiment(tmp_path: Path) -> tuple[Experiment, dict]:
-    from sweeps import make_sweep
+    from sweeps import SCHEDULE, make_sweep
 
     plan = make_sweep(tmp_path)
     config = {"batch_size": 8, "trial": {"min_steps": 20}, "schedule": {"max_rounds": 10}}
     fp = resume.fingerprint({"0": config, "1": config}, {"cwd": "/w", "git_commit": "abc"})
-    old = Experiment(plan, {}, "max rounds", 8, 1.0, fp)
+    old = Experiment(plan, ScheduleSettings.from_dict(SCHEDULE), "max rounds", 8, 1.0, fp)
     return old, fp
 
 
@@ -352,20 +362,55 @@ def test_a_directory_that_cannot_be_resumed_is_refused_with_one_line(tmp_path):
         resume.previous(tmp_path, old.plan, fp)
 
 
+def test_fingerprints_of_older_perflabs_are_read_and_code_changes_named(tmp_path):
+    old, fp = _experiment(tmp_path)
+    # before 2026-11-23 the code was not hashed
+    uncoded = replace(old, fingerprint={k: v for k, v in fp.items() if k != "code"})
+    assert resume.differences(uncoded, old.plan, fp) == [
+        "code: not fingerprinted by the perflab that started this directory"
+    ]
+    # before 2026-11-26 no imports were followed: read as none
+    code = {k: v for k, v in fp["code"].items() if k != "imports"}
+    assert resume.differences(replace(old, fingerprint={**fp, "code": code}), old.plan, fp) == []
+    imports = {"helper": {"by": "my_model", "hash": "a"}, "gone": {"by": "my_model", "hash": "b"}}
+    before = replace(old, fingerprint={**fp, "code": {**fp["code"], "imports": imports}})
+    now = {**fp, "code": {**fp["code"], "imports": {"helper": {"by": "my_model", "hash": "c"}}}}
+    assert resume.differences(before, old.plan, now) == [
+        "code: the source of gone (imported by my_model) changed",
+        "code: the source of helper (imported by my_model) changed",
+    ]
+
+
+def test_a_fingerprint_of_the_wrong_shape_is_refused_naming_the_field(tmp_path):
+    old, fp = _experiment(tmp_path)
+    bad = {**fp, "machine": {**fp["machine"], "torch": 3}}
+    (tmp_path / EXPERIMENT_FILE).write_text(json.dumps(replace(old, fingerprint=bad).to_dict()))
+    with pytest.raises(ConfigError, match=r"unreadable \(fingerprint.machine.torch=3: not a str"):
+        resume.previous(tmp_path, old.plan, fp)
+    (tmp_path / EXPERIMENT_FILE).write_text(json.dumps(replace(old, fingerprint={}).to_dict()))
+    with pytest.raises(ConfigError, match=r"has no fingerprint \(written by a perflab that"):
+        resume.previous(tmp_path, old.plan, fp)
+
+
 def test_unreadable_records_are_skipped_and_named_by_the_analysis(tmp_path, capsys):
     from sweeps import make_sweep
 
-    plan = make_sweep(tmp_path)
+    make_sweep(tmp_path)
     (tmp_path / "0" / "trials" / "r003.json").write_text('{"schema_version": 99}')
     (tmp_path / "1" / "trials" / "r004.json").write_text('{"schema_version": 1, "status": "ok"')
-    skipped: list[str] = []
-    trials = load_trials(tmp_path, plan, skipped)
+    records = read_sweep(tmp_path)
+    trials, skipped = records.trials, records.skipped
     assert 3 not in trials["0"] and 4 not in trials["1"] and len(trials["sentinel"]) == 8
     assert skipped[0].startswith("0/trials/r003.json: schema_version=99 is not supported")
     assert skipped[1].startswith("1/trials/r004.json: not a readable perflab record")
     assert capsys.readouterr().err.count("perflab: warning: skipping") == 2
-    assert analyze_dir(tmp_path)["variants"][0]["trials"] == 7  # and no crash
-    assert capsys.readouterr().err == ""  # named once per process
+    assert analyze(records.experiment, trials).variants[0].trials == 7  # and no crash
+    # a later read by the same command (a resumed sweep's, at its end) names them no more
+    again = read_records(tmp_path, records.experiment, records)
+    assert again.skipped == skipped and again.trials == trials
+    assert capsys.readouterr().err == ""
+    assert load_trials(tmp_path, records.experiment.plan) == trials  # a new command: named
+    assert capsys.readouterr().err.count("perflab: warning: skipping") == 2
 
 
 # --- unwritable or full output directories ---------------------------------------------

@@ -16,6 +16,7 @@ from perflab.config.plan import Job
 from perflab.errors import ConfigError
 from perflab.experiment import scaleout
 from perflab.experiment.scaleout import Group, check_group_by, split
+from perflab.formats.groups import GroupOutcome
 from perflab.formats.records import write_json_atomic
 from perflab.formats.sweepdir import CONSOLE_LOG, LOCK_FILE
 from perflab.report.merge import write_merged_report
@@ -180,6 +181,12 @@ def test_grouped_sweep_through_submitit_matches_single_machine_runs(tmp_path):
         ("batch_size=1", "done"),
         ("batch_size=2", "done"),
     ]
+    # schema version 2: its number first, each entry's keys as version 1 wrote them
+    assert list(index) == ["schema_version", "groups"] and index["schema_version"] == 2
+    assert list(index["groups"][0]) == [
+        *("key", "dir", "hostname", "stop_reason", "failed", "destroyed", "report"),
+        *("seconds", "phases_s", "job_id", "state", "overhead_s"),
+    ]
     single_cwd = tmp_path / "single"
     single_cwd.mkdir()
     single = subprocess.run(
@@ -275,14 +282,17 @@ class _SlurmJob:
         self.polls += 1
         return self.done_after is not None and self.polls > self.done_after
 
-    def result(self) -> dict:
+    def result(self) -> GroupOutcome:
         assert self.done(), "submitit's result() would wait here forever"
-        return {
-            "key": "batch_size=3",
-            "hostname": "node1",
-            "stop_reason": "max rounds",
-            "seconds": 1.0,
-        }
+        return GroupOutcome(
+            hostname="node1",
+            stop_reason="max rounds",
+            failed=[],
+            destroyed=[],
+            report="report.md",
+            seconds=1.0,
+            phases_s={"experiment": 1.0},
+        )
 
 
 def _squeue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
@@ -319,14 +329,15 @@ def test_slurm_job_that_ended_without_a_result_is_a_failed_group(
     where = SimpleNamespace(sweep_dir=tmp_path / "groups" / "batch_size=3")
     task = SimpleNamespace(key="batch_size=3", sweep=where)
     entry = scaleout._wait(task, _SlurmJob(tmp_path, None), 0.0, said.append, slurm=True)
-    assert (entry["key"], entry["dir"], entry["job_id"], entry["state"]) == (
+    assert (entry.key, entry.dir, entry.job_id, entry.state, entry.outcome) == (
         "batch_size=3",
         "batch_size=3",
         "42",
         "failed",
+        None,
     )
-    assert f"SLURM job ended ({state}) without a result" in entry["error"]
-    assert "42_0_log.err" in entry["error"]
+    assert entry.error is not None and f"SLURM job ended ({state}) without a result" in entry.error
+    assert "42_0_log.err" in entry.error
     assert said == [f"group batch_size=3: job 42 ended ({state}) without a result"]
     assert "--jobs=42" in calls.read_text()
 
@@ -344,5 +355,6 @@ def test_slurm_job_still_queued_is_waited_for(tmp_path, monkeypatch, squeue):
     where = SimpleNamespace(sweep_dir=tmp_path / "groups" / "batch_size=3")
     task = SimpleNamespace(key="batch_size=3", sweep=where)
     entry = scaleout._wait(task, _SlurmJob(tmp_path, 5), 0.0, lambda _: None, slurm=True)
-    assert (entry["state"], entry["stop_reason"], entry["job_id"]) == ("done", "max rounds", "42")
+    assert entry.outcome is not None and entry.outcome.stop_reason == "max rounds"
+    assert (entry.state, entry.job_id, entry.outcome.hostname) == ("done", "42", "node1")
     assert calls.read_text().count("--jobs=42") >= 2  # asked, and went on waiting

@@ -20,7 +20,8 @@ from console_scripts import command
 from fake_trials import FakeTrials
 
 from perflab.analysis import sessions, stats
-from perflab.analysis.summarize import Experiment, compare, load_trials
+from perflab.analysis.summarize import compare
+from perflab.analysis.sweep import Experiment, ResumedSession, load_trials
 from perflab.config.plan import Job, build_plan
 from perflab.config.schema import ScheduleConfig
 from perflab.formats.records import Samples, TrialRecord
@@ -39,7 +40,7 @@ def _run(monkeypatch, sweep: Path, fake: FakeTrials, sched: ScheduleConfig, prev
         v.name: schedule.VariantRun(None, sweep / v.dir, v.source)  # type: ignore[arg-type]
         for v in PLAN.variants
     }
-    return schedule.run_experiment(PLAN, runs, sched, sweep, lambda _: None, {}, previous)
+    return schedule.run_experiment(PLAN, runs, sched, sweep, lambda _: None, {}, previous).summary
 
 
 def test_a_variant_measured_again_in_a_slower_session_is_not_paired_with_the_old_one(
@@ -100,7 +101,7 @@ def _record(round_: int, cost_ms: float, session: int | None, started: str) -> T
 
 
 def test_a_record_without_a_session_is_placed_by_its_start_time():
-    resumed = [{"at_round": 3, "trials_kept": 9, "at": "2026-11-26T10:00:00+00:00"}]
+    resumed = [ResumedSession(3, 9, "2026-11-26T10:00:00+00:00")]
     before = _record(0, 1.0, None, "2026-11-26T09:59:59.500+00:00")
     after = _record(3, 1.0, None, "2026-11-26T10:00:00.250+00:00")
     assert sessions.of_record(before, resumed) == 0
@@ -127,7 +128,8 @@ def test_compare_leaves_out_rounds_across_sessions_also_from_the_unpaired_interv
     slow = {r: 1.6 * c for r, c in base.items()}
     ran = {r: 0 for r in range(10)}
     sessions_ = stats.Sessions(ran, {r: 1 for r in range(10)})
-    assert compare(base, slow, 0.95, 0.01)["verdict"] == "SLOWER"  # paired blindly
+    blind = compare(base, slow, 0.95, 0.01)
+    assert blind is not None and blind.verdict == "SLOWER"  # paired blindly
     assert compare(base, slow, 0.95, 0.01, 1, sessions_) is None  # nothing in one session
 
 

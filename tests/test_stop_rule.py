@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fake_trials import FakeTrials
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment
 from perflab.config.plan import Job, Plan, build_plan
 from perflab.config.schema import ScheduleConfig
 from perflab.formats.records import ErrorInfo, TrialRecord, write_record
@@ -63,7 +63,7 @@ def _run(monkeypatch, plan: Plan, sweep: Path, fake, sched: ScheduleConfig, prev
         v.name: schedule.VariantRun(None, sweep / v.dir, v.source)  # type: ignore[arg-type]
         for v in plan.variants
     }
-    return schedule.run_experiment(plan, runs, sched, sweep, lambda _: None, {}, previous)
+    return schedule.run_experiment(plan, runs, sched, sweep, lambda _: None, {}, previous).summary
 
 
 def test_a_scaling_sweep_goes_on_when_its_sentinels_baseline_fails(tmp_path, monkeypatch):

@@ -108,5 +108,15 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_and_reported_as_stale(tmp_pat
     done = subprocess.run([sys.executable, "-c", code], timeout=60)
     assert done.returncode == -9
     lock = SweepLock(Path(tmp_path)).acquire()
-    assert lock.stale is not None and lock.stale["pid"] != os.getpid()
+    assert lock.stale is not None and lock.stale.pid != os.getpid()
+    assert lock.stale.command.startswith("perflab") and lock.stale.since
     lock.release()
+
+
+def test_a_lock_note_that_is_not_a_holders_names_no_earlier_holder(tmp_path):
+    # empty (released), cut short, or not the four keys a holder writes
+    for note in ("", '{"pid": 1', '{"pid": "1"}', '{"pid": 1}', "[]"):
+        (tmp_path / LOCK_FILE).write_text(note)
+        lock = SweepLock(tmp_path).acquire()
+        assert lock.stale is None, note
+        lock.release()

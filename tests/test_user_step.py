@@ -128,7 +128,7 @@ def test_the_users_step_sees_the_model_and_batch_perflabs_step_sees(tmp_path, ma
     _, theirs = _run(tmp_path, _step(make_config, "plain"), "user.json")
     assert ours.probe is not None and theirs.probe is not None
     assert theirs.probe.output_sample == ours.probe.output_sample
-    assert compare_probes(ours.probe, theirs.probe)["ok"] is True
+    assert compare_probes(ours.probe, theirs.probe).ok is True
 
 
 def test_a_step_that_marks_nothing_is_timed_whole(tmp_path, make_config):

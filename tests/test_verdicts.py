@@ -6,6 +6,7 @@ rates. No torch, no timing: device=cpu is irrelevant here."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from perflab.analysis import carryover, stats
 from perflab.analysis import summarize as analysis
 from perflab.analysis.simulation import Machine, preset, tally, with_fields
+from perflab.formats.summary import Sentinel
 
 
 def _costs(ratios_log: list[float], base: float = 1e6) -> tuple[dict, dict]:
@@ -26,33 +28,38 @@ def test_a_wide_interval_around_one_is_inconclusive_never_equivalent():
     # an A/A pair on a noisy machine: centred near 1, +-10 % wide
     base, var = _costs([0.12, -0.1, 0.05, -0.08, 0.02, -0.11, 0.09, -0.03, 0.0, 0.04])
     c = analysis.compare(base, var, 0.95, 0.01)
-    assert c is not None and c["ci_low"] < 0.99 and c["ci_high"] > 1.01
-    assert c["verdict"] == "INCONCLUSIVE" and c["rounds_to_decide"] > 10
+    assert c is not None and c.ci_low < 0.99 and c.ci_high > 1.01
+    assert c.verdict == "INCONCLUSIVE" and c.rounds_to_decide > 10
 
 
 def test_equivalent_needs_the_whole_interval_inside_the_band():
     base, var = _costs([0.001, -0.002, 0.0015, -0.001, 0.0005, -0.0005, 0.001, 0.0, -0.001, 0.0])
-    assert analysis.compare(base, var, 0.95, 0.01)["verdict"] == "EQUIVALENT"
-    assert analysis.compare(base, var, 0.95, 0.0005)["verdict"] == "INCONCLUSIVE"
+    assert analysis.compare(base, var, 0.95, 0.01).verdict == "EQUIVALENT"
+    assert analysis.compare(base, var, 0.95, 0.0005).verdict == "INCONCLUSIVE"
 
 
 def test_no_interval_before_three_paired_rounds():
     base, var = _costs([0.1, 0.12])
     assert analysis.compare(base, var, 0.95, 0.01) is None
     base, var = _costs([0.1, 0.12, 0.11])
-    assert analysis.compare(base, var, 0.95, 0.01)["verdict"] == "FASTER"
+    assert analysis.compare(base, var, 0.95, 0.01).verdict == "FASTER"
 
 
 def test_an_outlier_round_hands_the_verdict_to_the_trimmed_interval():
     d = [0.05, 0.052, 0.048, 0.051, 0.049, 0.05, 0.053, 0.047, 0.05, -0.3]
     c = analysis.compare(*_costs(d), 0.95, 0.01)
-    assert c["interval"] == "trimmed" and c["outlier_rounds"] == [9]
-    assert c["verdict"] == "FASTER" and c["t"]["ci_low"] < 1.0 < c["ci_low"]
+    assert c.interval == "trimmed" and c.outlier_rounds == [9]
+    assert c.verdict == "FASTER" and c.t.ci_low < 1.0 < c.ci_low
 
 
-def _sentinel(low: float, high: float) -> dict:
-    s = math.sqrt(low * high)
-    return {"speedup": s, "ci_low": low, "ci_high": high, "verdict": stats.verdict(low, high, 0.01)}
+def _sentinel(low: float, high: float) -> Sentinel | None:
+    """An A/A sentinel whose interval is [low, high] (the rest of its estimate aside)."""
+    estimate = analysis.compare(*_costs([0.01, 0.0, 0.02]), 0.95, 0.01)
+    assert estimate is not None
+    s, verdict = math.sqrt(low * high), stats.verdict(low, high, 0.01)
+    return analysis.as_sentinel(
+        replace(estimate, speedup=s, ci_low=low, ci_high=high, verdict=verdict)
+    )
 
 
 def test_the_sentinel_never_widens_the_band_it_checks_the_method():
@@ -159,42 +166,41 @@ def test_the_progress_line_prints_no_interval_before_it_exists_and_no_absurd_num
 
 
 def test_the_console_table_prints_the_band_the_noise_floor_and_experiment_health():
-    from perflab.formats.summary import Summary
+    from perflab.formats.summary import Comparison, Summary
     from perflab.report.console import experiment_table
 
     base, var = _costs([0.05, 0.06, 0.04, 0.05, 0.055])
-    comparison = {
-        "variant": "amp=true",
-        "baseline": "amp=off",
-        "cell": {},
-        "metric": "latency",
-        "delta": 0.01,
-        "health": [],
-        "numerics": None,
-        **analysis.compare(base, var, 0.95, 0.01),
-    }
-    sentinel = {**analysis.compare(*_costs([0.01, -0.02, 0.0, 0.015, -0.01]), 0.95, 0.01)}
-    sentinel["noise_floor"] = 0.03
-    summary = {
-        "schema_version": 2,
-        "metric": "latency",
-        "ci_level": 0.95,
-        "delta": 0.01,
-        "label": "",
-        "rounds": 5,
-        "stop_reason": "max rounds",
-        "elapsed_s": 12.0,
-        "unreliable": [],
-        "health": ["carry-over: trials that follow amp=off run +4.0% [+2.0%, +6.0%]"],
-        "edited_records": [],
-        "exploratory": False,
-        "sentinel": sentinel,
-        "carryover": [],
-        "comparisons": [comparison],
-        "scaling": [],
-        "variants": [],
-    }
-    text = experiment_table(Summary.from_dict(analysis.finite(summary)))
+    comparison = Comparison(
+        variant="amp=true",
+        baseline="amp=off",
+        cell={},
+        metric="latency",
+        delta=0.01,
+        health=[],
+        numerics=None,
+        estimate=analysis.compare(base, var, 0.95, 0.01),
+    )
+    aa = analysis.compare(*_costs([0.01, -0.02, 0.0, 0.015, -0.01]), 0.95, 0.01)
+    assert aa is not None
+    summary = Summary(
+        metric="latency",
+        ci_level=0.95,
+        delta=0.01,
+        label="",
+        rounds=5,
+        stop_reason="max rounds",
+        elapsed_s=12.0,
+        unreliable=[],
+        health=["carry-over: trials that follow amp=off run +4.0% [+2.0%, +6.0%]"],
+        edited_records=[],
+        exploratory=False,
+        sentinel=Sentinel(estimate=aa, noise_floor=0.03),
+        carryover=[],
+        comparisons=[comparison],
+        scaling=[],
+        variants=[],
+    )
+    text = experiment_table(summary)
     assert "band +-1.0%" in text and "FASTER" in text
     assert "noise floor +-3.0% (information: the band stays +-1.0%)" in text
     assert "  health: carry-over: trials that follow amp=off run +4.0%" in text

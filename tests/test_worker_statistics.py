@@ -16,6 +16,7 @@ from perflab.analysis import stats
 from perflab.analysis import summarize as analysis
 from perflab.analysis.simulation import Machine, SimVariant, experiment, tally, with_fields
 from perflab.config.schema import ScheduleConfig, TrialConfig
+from perflab.formats.dataclass_json import encode
 
 # Short trials (as preset=quick), spelled out so that a preset's edit moves no figure here;
 # the warm-up's steady window thrown away, as when the figures were computed
@@ -87,20 +88,20 @@ def test_compare_reports_its_units_with_workers_and_is_unchanged_without():
     base = {r: 1e6 for r in range(len(_LOGS))}
     var = {r: 1e6 / math.exp(x) for r, x in enumerate(_LOGS)}
     plain = analysis.compare(base, var, 0.95, 0.01, 1)
-    assert plain is not None and "units" not in plain and "rounds_per_unit" not in plain
-    assert json.dumps(plain, sort_keys=True) == _BEFORE
-    assert json.dumps(analysis.compare(base, var, 0.95, 0.01), sort_keys=True) == _BEFORE
+    assert plain is not None and plain.units is None and plain.rounds_per_unit is None
+    assert json.dumps(encode(plain), sort_keys=True) == _BEFORE  # as summary.json holds it
+    assert json.dumps(encode(analysis.compare(base, var, 0.95, 0.01)), sort_keys=True) == _BEFORE
     c = analysis.compare(base, var, 0.95, 0.01, 4)
-    assert c is not None and c["units"] == 3 and c["rounds_per_unit"] == 4 and c["rounds"] == 9
+    assert c is not None and c.units == 3 and c.rounds_per_unit == 4 and c.rounds == 9
     # the estimate: the mean of the generations' mean log-ratios (the last has 1 round)
     means = [float(np.mean(_LOGS[0:4])), float(np.mean(_LOGS[4:8])), _LOGS[8]]
-    assert c["speedup"] == pytest.approx(math.exp(np.mean(means)))
+    assert c.speedup == pytest.approx(math.exp(np.mean(means)))
     # and the interval: Student t on those 3 means, with 2 degrees of freedom
     sd = float(np.std(means, ddof=1))
     half = 4.302652729911275 * sd / math.sqrt(3)  # t(0.975, 2)
-    assert c["interval"] == "t" and c["sd_log_ratio"] == pytest.approx(sd)
-    assert c["ci_low"] == pytest.approx(math.exp(np.mean(means) - half))
-    assert c["ci_high"] == pytest.approx(math.exp(np.mean(means) + half))
+    assert c.interval == "t" and c.sd_log_ratio == pytest.approx(sd)
+    assert c.ci_low == pytest.approx(math.exp(np.mean(means) - half))
+    assert c.ci_high == pytest.approx(math.exp(np.mean(means) + half))
     # too few units for an interval, however many rounds
     assert analysis.compare(base, var, 0.95, 0.01, 5) is None
 
@@ -116,14 +117,14 @@ def test_the_simulator_with_a_fresh_process_per_trial_gives_what_it_always_gave(
     variants = [SimVariant(0.01), SimVariant(0.01 / 1.03)]
     sched = _schedule("process", 1)
     out = experiment(np.random.default_rng(2026), variants, machine, TRIAL, sched)
-    c = out.comparisons[0]
-    assert (c["speedup"], c["ci_low"], c["ci_high"]) == (
+    c = out.comparisons[0].estimate
+    assert c is not None and (c.speedup, c.ci_low, c.ci_high) == (
         1.0228800256357684,
         0.939192615292381,
         1.1140244608065948,
     )
-    assert (c["verdict"], out.rounds, out.stop) == ("INCONCLUSIVE", 10, "max rounds")
-    assert out.sentinel is not None and out.sentinel["speedup"] == 1.0395332571409313
+    assert (c.verdict, out.rounds, out.stop) == ("INCONCLUSIVE", 10, "max rounds")
+    assert out.sentinel is not None and out.sentinel.estimate.speedup == 1.0395332571409313
     assert out.timed_steps == {1: 23, 0: 20} and out.rounds_per_unit == 1
     t = tally(1.0, Machine(), TRIAL, sched, 25, seed=7)
     assert (t.verdicts, t.covered, t.unreliable, t.carryover_flags) == (
@@ -142,7 +143,7 @@ def test_workers_stop_only_at_generation_ends_and_pay_the_process_start_once():
     outs = [experiment(rng, variants, Machine(sd_worker=0.01), TRIAL, sched) for _ in range(8)]
     assert all(o.rounds % 3 == 0 or o.rounds == 22 for o in outs)
     assert any(o.stop == "precision reached" and o.rounds < 22 for o in outs)
-    assert all(o.comparisons[0]["units"] == -(-o.rounds // 3) for o in outs)
+    assert all(o.comparisons[0].estimate.units == -(-o.rounds // 3) for o in outs)
     # a 1 s process start: fresh processes fit 10 rounds in the 40 s budget, warm workers
     # of 4 trials (a round of starts, then 3 rounds at 0.02 s) 20
     slow_start = Machine(startup_s=1.0, worker_startup_s=0.02)

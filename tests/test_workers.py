@@ -17,7 +17,7 @@ from test_experiment import FAST, perflab, sweep_dir
 from tiny import TINY
 
 from perflab.analysis import stats
-from perflab.analysis.summarize import rounds_per_unit
+from perflab.analysis.sweep import ScheduleSettings
 from perflab.analysis.variants import parts_written
 from perflab.formats.records import load_record
 from perflab.measure.trial import uncounted
@@ -105,12 +105,18 @@ def test_the_uncounted_part_is_the_span_less_the_parts_after_the_start():
 
 
 def test_a_generation_spans_trials_per_worker_rounds_capped_at_a_third_of_max_rounds():
-    worker = {"isolation": "worker", "trials_per_worker": 4, "max_rounds": 30}
+    before = {"metric": "latency", "confidence": 0.95, "delta": 0.01, "min_rounds": 10}
+    before |= {"max_rounds": 30, "target_half_width": 0.02, "time_budget_s": 240.0}
+    worker = {**before, "isolation": "worker", "trials_per_worker": 4}
+
+    def rounds_per_unit(schedule: dict) -> int:
+        return ScheduleSettings.from_dict(schedule).rounds_per_unit
+
     assert rounds_per_unit(worker) == 4
     assert rounds_per_unit({**worker, "max_rounds": 9}) == 3
     assert rounds_per_unit({**worker, "max_rounds": 2}) == 1
     assert rounds_per_unit({**worker, "isolation": "process"}) == 1
-    assert rounds_per_unit({"max_rounds": 30}) == 1  # an experiment from before workers
+    assert rounds_per_unit(before) == 1  # an experiment from before workers
 
 
 def test_the_units_of_a_comparison_are_whole_generations():

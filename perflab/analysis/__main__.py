@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from perflab.analysis.summarize import analyze, load_experiment, load_trials
+from perflab.analysis.summarize import analyze
+from perflab.analysis.sweep import Experiment, read_records
 from perflab.formats.summary import Summary
 from perflab.formats.sweepdir import EXPERIMENT_FILE
 
@@ -28,11 +29,12 @@ def recomputed(argv: list[str], command: str) -> Summary:
         )
         sys.exit(2)
     try:
-        experiment = load_experiment(sweep_dir)
+        experiment = Experiment.load(sweep_dir)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         print(f"perflab: error: {sweep_dir / EXPERIMENT_FILE}: unreadable ({exc})", file=sys.stderr)
         sys.exit(2)
-    return analyze(experiment, load_trials(sweep_dir, experiment.plan))
+    records = read_records(sweep_dir, experiment)
+    return analyze(records.experiment, records.trials)
 
 
 def printed(text: str) -> None:

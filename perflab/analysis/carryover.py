@@ -25,16 +25,16 @@ Pure: numpy and scipy over the records already read; no torch, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
 from perflab.analysis import sessions
 from perflab.analysis.stats import holm
+from perflab.analysis.sweep import ResumedSession
 from perflab.analysis.trials import trial_cost
 from perflab.config.plan import Plan
 from perflab.formats.records import TrialRecord
@@ -193,7 +193,7 @@ def in_order(
     plan: Plan,
     trials: dict[str, dict[int, TrialRecord]],
     metric: str,
-    resumed: Sequence[Mapping[str, Any]] = (),
+    resumed: Sequence[ResumedSession] = (),
 ) -> list[TrialInOrder]:
     """Every trial of the experiment in the order it ran (by its start time), with the
     configuration of the trial just before it and its session (``resumed``: the resumed

@@ -10,9 +10,9 @@ pass accumulates many such roundings, hence the headroom below.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from perflab.formats.records import Probe
+from perflab.formats.summary import Numerics
 
 # Largest allowed relative error of the outputs, measured against the largest output
 # magnitude, by the less precise output dtype of the pair.
@@ -20,14 +20,15 @@ REL_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 COSINE_MIN = 0.999
 
 
-def compare_probes(base: Probe, variant: Probe) -> dict[str, Any]:
+def compare_probes(base: Probe, variant: Probe) -> Numerics:
     """Max abs / rel error and cosine similarity of the sampled outputs, loss difference,
-    and a pass/fail against the dtype's tolerance."""
+    and a pass/fail against the dtype's tolerance. A diverged model's NaN is kept as it
+    is (summary.json writes null for it: perflab.analysis.summarize)."""
     if base.output_shape != variant.output_shape:
-        return {
-            "ok": False,
-            "reason": f"output shapes differ: {base.output_shape} vs {variant.output_shape}",
-        }
+        return Numerics(
+            ok=False,
+            reason=f"output shapes differ: {base.output_shape} vs {variant.output_shape}",
+        )
     a, b = base.output_sample, variant.output_sample
     diff = [abs(x - y) for x, y in zip(a, b, strict=True)]
     scale = max(max((abs(x) for x in a), default=0.0), 1e-12)
@@ -35,17 +36,18 @@ def compare_probes(base: Probe, variant: Probe) -> dict[str, Any]:
     norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     cosine = dot / norms if norms else 1.0
     dtype = _least_precise(base.output_dtype, variant.output_dtype)
-    tolerance = REL_TOLERANCE.get(dtype, REL_TOLERANCE["bfloat16"])
+    # an unknown dtype (_least_precise ranks it last) gets the loosest tolerance
+    tolerance = REL_TOLERANCE.get(dtype, max(REL_TOLERANCE.values()))
     max_rel = max(diff, default=0.0) / scale
-    return {
-        "max_abs_err": max(diff, default=0.0),
-        "max_rel_err": max_rel,
-        "cosine": cosine,
-        "loss_diff": variant.loss - base.loss,
-        "dtype": dtype,
-        "tolerance": tolerance,
-        "ok": max_rel <= tolerance and cosine >= COSINE_MIN and math.isfinite(variant.loss),
-    }
+    return Numerics(
+        max_abs_err=max(diff, default=0.0),
+        max_rel_err=max_rel,
+        cosine=cosine,
+        loss_diff=variant.loss - base.loss,
+        dtype=dtype,
+        tolerance=tolerance,
+        ok=max_rel <= tolerance and cosine >= COSINE_MIN and math.isfinite(variant.loss),
+    )
 
 
 def _least_precise(a: str, b: str) -> str:

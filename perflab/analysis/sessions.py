@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
 
 from perflab.analysis.stats import Sessions
+from perflab.analysis.sweep import ResumedSession
 from perflab.formats.records import TrialRecord
 
 
-def of_record(record: TrialRecord, resumed: Sequence[Mapping[str, Any]]) -> int:
+def of_record(record: TrialRecord, resumed: Sequence[ResumedSession]) -> int:
     """The session that ran ``record``: its own ``session`` field, or for a record from
     before schema 6, how many resumed sessions (experiment.json's ``resumed``, each with
     the time ``at`` it first ran a trial) had started when it did."""
@@ -32,7 +32,7 @@ def of_record(record: TrialRecord, resumed: Sequence[Mapping[str, Any]]) -> int:
     started = _time(record.started_at)
     if started is None:
         return 0
-    return sum(1 for r in resumed if (at := _time(r.get("at"))) is not None and at <= started)
+    return sum(1 for r in resumed if (at := _time(r.at)) is not None and at <= started)
 
 
 def _time(value: object) -> datetime | None:
@@ -46,7 +46,7 @@ def _time(value: object) -> datetime | None:
 
 
 def by_round(
-    trials: Mapping[int, TrialRecord], resumed: Sequence[Mapping[str, Any]]
+    trials: Mapping[int, TrialRecord], resumed: Sequence[ResumedSession]
 ) -> dict[int, int]:
     """The session of each round's trial of one variant."""
     return {r: of_record(t, resumed) for r, t in trials.items()}
@@ -55,7 +55,7 @@ def by_round(
 def between(
     base: Mapping[int, TrialRecord],
     variant: Mapping[int, TrialRecord],
-    resumed: Sequence[Mapping[str, Any]],
+    resumed: Sequence[ResumedSession],
 ) -> Sessions:
     """The sessions of a comparison's two variants, round by round."""
     return Sessions(by_round(base, resumed), by_round(variant, resumed))

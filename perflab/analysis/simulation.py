@@ -41,8 +41,10 @@ from scipy.stats import beta
 
 from perflab.analysis import carryover, stats, steady
 from perflab.analysis import summarize as analysis
+from perflab.analysis.sweep import ScheduleSettings
 from perflab.config.devices import by_device
 from perflab.config.schema import ScheduleConfig, TrialConfig
+from perflab.formats.summary import Comparison, Sentinel
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,9 @@ class SimVariant:
 class Outcome:
     """One simulated experiment, seen as perflab reports it."""
 
-    # per comparison (variant i+1 against variant 0): the comparison's summary fields
-    comparisons: list[dict[str, Any]]
-    sentinel: dict[str, Any] | None
+    # per comparison (variant i+1 against variant 0), as summary.json holds it
+    comparisons: list[Comparison]
+    sentinel: Sentinel | None
     unreliable: bool
     biased: bool
     carryover_flags: int
@@ -291,7 +293,7 @@ def experiment(
     max_rounds). ``analysis_rounds_per_unit`` is a what-if for the final analysis only:
     1 with worker isolation analyses the same data as if the rounds were independent."""
     names = list(range(len(variants))) + ([-1] if schedule.sentinel else [])
-    per_unit = analysis.rounds_per_unit(vars(schedule))
+    per_unit = ScheduleSettings.from_config(schedule).rounds_per_unit
     sim = _Run(
         rng,
         variants,
@@ -369,18 +371,31 @@ def _analyse(
     units of ``per_unit`` rounds."""
     level, delta = schedule.confidence, schedule.delta
 
-    def compare(base: int, var: int) -> dict[str, Any] | None:
-        return analysis.compare(costs[base], costs[var], level, delta, per_unit)
+    def compare(base: int, var: int) -> Comparison:
+        estimate = analysis.compare(costs[base], costs[var], level, delta, per_unit)
+        return Comparison(
+            variant=str(var),
+            baseline=str(base),
+            cell={},
+            metric=schedule.metric,
+            delta=delta,
+            health=[],
+            numerics=None,
+            estimate=estimate,
+        )
 
-    comparisons = [{**(compare(0, n) or {"verdict": "NO DATA"})} for n in costs if n > 0]
-    sentinel = compare(0, -1) if -1 in costs else None
+    comparisons = [compare(0, n) for n in costs if n > 0]
+    sentinel = analysis.as_sentinel(compare(0, -1).estimate) if -1 in costs else None
     fit = carryover.fit(order, reference="0")
     flags = carryover.flagged(fit.carryovers(level)) if fit else []
     if fit is not None and flags:
-        for n, c in zip((n for n in costs if n != 0), [*comparisons, sentinel], strict=False):
-            if c is not None:
-                analysis.adjust_for_carryover(c, fit.speedup("0", str(n), level), delta)
-    analysis.adjust(comparisons, 1 - level, delta)
+        comparisons = [
+            analysis.adjust_for_carryover(c, fit.speedup("0", c.variant, level), delta)
+            for c in comparisons
+        ]
+        if sentinel is not None:
+            sentinel = analysis.adjust_for_carryover(sentinel, fit.speedup("0", "-1", level), delta)
+    comparisons = analysis.adjust(comparisons, 1 - level, delta)
     unreliable, notes = analysis.sentinel_findings(sentinel, delta)
     return Outcome(
         comparisons,
@@ -438,11 +453,11 @@ def tally(
     for _ in range(experiments):
         out = experiment(rng, variants, machine, trial, schedule, analysis_rounds_per_unit)
         c = out.comparisons[0]
-        verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
-        if "speedup" in c:
-            covered += c["ci_low"] <= true_speedup <= c["ci_high"]
-            log_err += math.log(c["speedup"] / true_speedup)
-            widths.append(c["half_width"])
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+        if (e := c.estimate) is not None:
+            covered += e.ci_low <= true_speedup <= e.ci_high
+            log_err += math.log(e.speedup / true_speedup)
+            widths.append(e.half_width)
         unreliable += out.unreliable
         flags += out.carryover_flags
         rounds += out.rounds

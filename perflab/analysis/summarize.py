@@ -1,34 +1,54 @@
 """From the records of a sweep to its summary: per-variant numbers, comparisons, verdicts.
 
-Pure functions over what is on disk (experiment.json and the trial records), so running
-the analysis again on the same directory gives the same numbers, bit for bit, and a
-finished or interrupted sweep can be analysed on a machine without torch or the model:
+Pure functions over what is on disk (experiment.json and the trial records, read by
+perflab.analysis.sweep), so running the analysis again on the same directory gives the
+same numbers, bit for bit, and a finished or interrupted sweep can be analysed on a
+machine without torch or the model:
 
     python -m perflab.report SWEEP_DIR
+
+The analysis computes with summary.json's own types (perflab.formats.summary) and builds
+the Summary directly; JSON is written from it at the edge (Summary.to_dict).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from perflab.analysis import carryover, sessions, stats
 from perflab.analysis.numerics import compare_probes
+from perflab.analysis.sweep import (
+    Experiment,
+    ScheduleSettings,
+    SweepRecords,
+    edited_records,
+    read_sweep,
+)
 from perflab.analysis.trials import trial_cost
 from perflab.analysis.variants import parts_written, variant_summary
-from perflab.config.plan import SENTINEL, Plan
-from perflab.errors import OutsideSweep, RecordError
-from perflab.formats.json_file import read_json
-from perflab.formats.records import TrialRecord, load_record
-from perflab.formats.summary import SUMMARY_SCHEMA_VERSION, Summary
-from perflab.formats.sweepdir import EXPERIMENT_FILE, inside, trial_records
+from perflab.config.plan import SENTINEL, Plan, Variant
+from perflab.formats.records import TrialRecord
+from perflab.formats.summary import (
+    Comparison,
+    Estimate,
+    Interval,
+    Isolation,
+    Numerics,
+    ScalingRow,
+    Sentinel,
+    Summary,
+    Unadjusted,
+    Welch,
+    finite,
+    finite_json,
+)
+from perflab.formats.summary.variant import VariantSummary
 
 # Comparisons above this count are an exploratory grid: Benjamini-Hochberg, labelled.
 EXPLORATORY_COMPARISONS = 20
@@ -39,163 +59,25 @@ EXPLORATORY_COMPARISONS = 20
 # spread looks small once trimmed); above 7, 0.6 % did, while a trial 30 % slower than
 # its round's partner is still caught (benchmarks/validate_statistics.py).
 GROSS_OUTLIER_Z = 7.0
+# the interval of a comparison that the carry-over model decided
+CARRYOVER_INTERVAL = "carry-over model"
+# how the p-values are adjusted across the comparisons (Comparison.adjustment)
+HOLM, BENJAMINI_HOCHBERG = "holm", "benjamini-hochberg"
 
 
 @dataclass(frozen=True)
-class Experiment:
-    """What experiment.json holds: the plan, the schedule settings and how the run went."""
+class Analysis:
+    """A sweep's records as one command read them, and the summary computed from them:
+    passed along whole, so that the report is built without reading the records again
+    (perflab.report.load)."""
 
-    plan: Plan
-    # the schedule.* settings the sweep ran with
-    schedule: dict[str, Any]
-    # "running", "precision reached", "max rounds", "time budget", "interrupted",
-    # "every variant failed", "no comparison left (failed variants)", "config error"
-    stop_reason: str
-    # complete rounds, and seconds spent measuring (summed over the sessions of a resumed
-    # experiment; the time between sessions does not count)
-    rounds: int
-    elapsed_s: float
-    # what a resumed session must match: each job's composed config and the machine and
-    # software (perflab.experiment.resume.fingerprint)
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    # seconds each round took (a round finished in a later session adds both parts)
-    round_s: list[float] = field(default_factory=list)
-    # one entry per resumed session: at_round, trials_kept, at (ISO 8601 UTC)
-    resumed: list[dict[str, Any]] = field(default_factory=list)
-
-    # experiment.json's format (class attributes, not fields), docs/records.md:
-    #   1 (2026-11-22) no schema_version field;
-    #   2 (2026-11-26) ``schema_version``, written first; otherwise as version 1.
-    # A file without one is version 1; a version not listed here (one a newer perflab
-    # wrote) is refused rather than misread.
-    SCHEMA_VERSION = 2
-    READS_VERSIONS = (1, 2)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.SCHEMA_VERSION,
-            "plan": self.plan.to_dict(),
-            "schedule": self.schedule,
-            "stop_reason": self.stop_reason,
-            "rounds": self.rounds,
-            "elapsed_s": self.elapsed_s,
-            "fingerprint": self.fingerprint,
-            "round_s": self.round_s,
-            "resumed": self.resumed,
-        }
-
-    @classmethod
-    def load(cls, sweep_dir: Path) -> Experiment:
-        """experiment.json of ``sweep_dir``. Every caller names the file and says it is
-        unreadable, in one line, for what this raises: OSError, ValueError (not JSON,
-        nested too deep, a schema_version it does not read), KeyError, TypeError."""
-        path = Path(sweep_dir) / EXPERIMENT_FILE
-        try:
-            inside(sweep_dir, path)  # experiment.json as a link to another sweep's
-        except OutsideSweep as exc:
-            raise ValueError(str(exc)) from exc
-        data = read_json(path)
-        cls._check_version(data)
-        cls._check_sessions(data)
-        return cls(
-            Plan.from_dict(data["plan"]),
-            data["schedule"],
-            data["stop_reason"],
-            data["rounds"],
-            data["elapsed_s"],
-            data.get("fingerprint", {}),
-            data.get("round_s", []),
-            data.get("resumed", []),
-        )
-
-    @staticmethod
-    def _check_sessions(data: dict[str, Any]) -> None:
-        """ValueError for a ``resumed`` or ``round_s`` the analysis cannot read: the
-        sessions place old records (perflab.analysis.sessions) and the report lists them."""
-        resumed, round_s = data.get("resumed", []), data.get("round_s", [])
-        keys = {"at_round": int, "trials_kept": int, "at": str}
-        if not isinstance(resumed, list) or not all(
-            isinstance(r, dict) and all(type(r.get(k)) is t for k, t in keys.items())
-            for r in resumed
-        ):
-            raise ValueError("resumed: not a list of {at_round, trials_kept, at}")
-        if not isinstance(round_s, list) or not all(type(x) in (int, float) for x in round_s):
-            raise ValueError("round_s: not a list of seconds")
-
-    @classmethod
-    def _check_version(cls, data: Any) -> None:
-        """ValueError for a schema_version this perflab does not read."""
-        version = data.get("schema_version", 1) if isinstance(data, dict) else 1
-        if type(version) is not int or version not in cls.READS_VERSIONS:
-            newer = type(version) is int and version > cls.SCHEMA_VERSION
-            raise ValueError(
-                f"schema_version={version!r} is not supported by this perflab (reads "
-                f"{', '.join(map(str, cls.READS_VERSIONS))})"
-                + ("; upgrade perflab to read it" if newer else "")
-            )
+    records: SweepRecords
+    summary: Summary
 
 
-# Files already warned about in this process: a sweep reads its records several times
-# (resume, summary, report) and should name a bad file once.
-_warned: set[str] = set()
-# what the warning and the report say of a record whose checksum does not match
-EDITED = "changed after it was written: checksum mismatch"
-
-
-def load_trials(
-    sweep_dir: Path, plan: Plan, skipped: list[str] | None = None
-) -> dict[str, dict[int, TrialRecord]]:
-    """Every readable record of every variant, by round. A file that cannot be used
-    (truncated, not JSON, not a perflab record, a newer schema_version, a value that
-    makes no sense, a round other than its name's) is skipped with a warning on stderr
-    naming it, and appended to ``skipped`` (path relative to the sweep directory: why),
-    rather than stopping the analysis. A record changed after it was written (checksum)
-    is used, with a warning; analyze lists it."""
-    trials: dict[str, dict[int, TrialRecord]] = {}
-    for variant in plan.variants:
-        by_round: dict[int, TrialRecord] = {}
-        for path in trial_records(Path(sweep_dir) / variant.dir):
-            try:
-                inside(sweep_dir, path)  # a link out of the sweep: skipped, named
-                record = _load_trial(path)
-            except RecordError as exc:
-                _warn_once(path, f"skipping {exc}")
-                if skipped is not None:
-                    why = str(exc).removeprefix(f"{path}: ")
-                    skipped.append(f"{path.relative_to(sweep_dir).as_posix()}: {why}")
-                continue
-            if record.edited:
-                _warn_once(path, f"{path}: {EDITED}; its values are used as they are")
-            by_round[record.round] = record
-        trials[variant.name] = by_round
-    return trials
-
-
-def _load_trial(path: Path) -> TrialRecord:
-    """load_record, and the round its file name promises: a copied or renamed record
-    would otherwise take another round's place, or lose its own, without a word."""
-    record = load_record(path)
-    expected = f"r{record.round:03d}.json"
-    if path.name != expected:
-        raise RecordError(f"{path}: round={record.round} belongs in {expected}, not in {path.name}")
-    return record
-
-
-def _warn_once(path: Path, message: str) -> None:
-    if str(path) not in _warned:
-        _warned.add(str(path))
-        print(f"perflab: warning: {message}", file=sys.stderr)
-
-
-def edited_records(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> list[str]:
-    """The records changed after they were written, relative to the sweep directory
-    (load_trials keeps a record only in the file named after its round)."""
-    return [
-        f"{v.dir}/trials/r{r:03d}.json"
-        for v in plan.variants
-        for r, record in sorted(trials[v.name].items())
-        if record.edited
-    ]
+def analysis_of(records: SweepRecords) -> Analysis:
+    """The summary of the records one command read."""
+    return Analysis(records, analyze(records.experiment, records.trials))
 
 
 def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
@@ -203,16 +85,7 @@ def costs(trials: dict[int, TrialRecord], metric: str) -> dict[int, float]:
     return {r: trial_cost(t, metric) for r, t in trials.items() if t.status == "ok"}
 
 
-def rounds_per_unit(schedule: Mapping[str, Any]) -> int:
-    """How many consecutive rounds form one independent unit of the analysis: a worker
-    generation with warm workers (schedule.isolation=worker), else one round. A worker
-    serves schedule.trials_per_worker rounds, but at most a third of max_rounds: an
-    interval needs 3 units, and a sweep capped at 6 rounds must still reach one. An
-    experiment.json written before warm workers existed ran a fresh process per trial."""
-    if schedule.get("isolation", "process") != "worker":
-        return 1
-    per_worker = int(schedule.get("trials_per_worker", 1))
-    return max(min(per_worker, int(schedule.get("max_rounds", 0)) // stats.MIN_PAIRED_ROUNDS), 1)
+# --- one comparison -------------------------------------------------------------------
 
 
 def compare(
@@ -222,7 +95,7 @@ def compare(
     delta: float,
     rounds_per_unit: int = 1,
     sessions: stats.Sessions | None = None,
-) -> dict[str, Any] | None:
+) -> Estimate | None:
     """Paired comparison over the rounds where both trials are ok, one log-ratio per
     independent unit: a round, or with warm workers a worker generation of
     ``rounds_per_unit`` rounds (stats.paired_units).
@@ -246,40 +119,46 @@ def compare(
     if stats.mad_outliers(d, GROSS_OUTLIER_Z) and len(d) >= 5:
         chosen, interval = stats.trimmed_effect(d, level), "trimmed"
     hl, hl_low, hl_high = stats.hodges_lehmann(d, level)
-    result: dict[str, Any] = {
-        "speedup": chosen.speedup,
-        "ci_low": chosen.low,
-        "ci_high": chosen.high,
-        "ci_level": level,
-        "interval": interval,
-        "half_width": chosen.half_width,
-        "rounds": sum(len(u) for u in units),
-        # only with warm workers: a fresh process per trial makes every round a unit
-        **(
-            {"units": len(units), "rounds_per_unit": rounds_per_unit} if rounds_per_unit > 1 else {}
-        ),
-        "p_value": chosen.p_value,
-        "sd_log_ratio": effect.sd_log,
-        "verdict": stats.verdict(chosen.low, chosen.high, delta),
-        "t": {"speedup": effect.speedup, "ci_low": effect.low, "ci_high": effect.high},
-        "hodges_lehmann": {"speedup": hl, "ci_low": hl_low, "ci_high": hl_high},
-        # the distribution-free interval gives another verdict: skewed or bimodal data
-        "distribution_sensitive": stats.verdict(hl_low, hl_high, delta)
-        != stats.verdict(chosen.low, chosen.high, delta)
-        and math.isfinite(hl_high),
-        "outlier_rounds": [r for i in outliers for r in units[i]],
-        "rounds_to_decide": None,
-    }
-    result.update(_companions(base, var, d, outliers, level, rounds_per_unit, sessions))
-    if result["verdict"] == stats.INCONCLUSIVE:
+    verdict = stats.verdict(chosen.low, chosen.high, delta)
+    rounds_to_decide = None
+    if verdict == stats.INCONCLUSIVE:
         needed = (
             stats.rounds_to_decide(effect, delta)
             if interval == "t"
             else stats.rounds_to_narrow(chosen.speedup, chosen.low, chosen.high, len(d), delta)
         )
         # in rounds, as the schedule counts them: units are rounds_per_unit rounds each
-        result["rounds_to_decide"] = None if needed is None else needed * rounds_per_unit
-    return result
+        rounds_to_decide = None if needed is None else needed * rounds_per_unit
+    welch, without = _companions(base, var, d, outliers, level, rounds_per_unit, sessions)
+    return Estimate(
+        speedup=chosen.speedup,
+        ci_low=chosen.low,
+        ci_high=chosen.high,
+        ci_level=level,
+        interval=interval,
+        half_width=chosen.half_width,
+        rounds=sum(len(u) for u in units),
+        # only with warm workers: a fresh process per trial makes every round a unit
+        units=len(units) if rounds_per_unit > 1 else None,
+        rounds_per_unit=rounds_per_unit if rounds_per_unit > 1 else None,
+        p_value=finite(chosen.p_value),
+        sd_log_ratio=effect.sd_log,
+        verdict=verdict,
+        t=_interval(effect.speedup, effect.low, effect.high),
+        hodges_lehmann=_interval(hl, hl_low, hl_high),
+        # the distribution-free interval gives another verdict: skewed or bimodal data
+        distribution_sensitive=stats.verdict(hl_low, hl_high, delta) != verdict
+        and math.isfinite(hl_high),
+        outlier_rounds=[r for i in outliers for r in units[i]],
+        rounds_to_decide=rounds_to_decide,
+        welch=welch,
+        without_outliers=without,
+    )
+
+
+def _interval(speedup: float, low: float, high: float) -> Interval:
+    """An interval as summary.json holds it: an end that does not exist is None."""
+    return Interval(speedup=speedup, ci_low=finite(low), ci_high=finite(high))
 
 
 def unit_costs(
@@ -302,201 +181,239 @@ def _companions(
     level: float,
     rounds_per_unit: int = 1,
     sessions: stats.Sessions | None = None,
-) -> dict[str, Any]:
+) -> tuple[Welch | None, Interval | None]:
     """The unpaired Welch interval over every ok trial (rounds ignored; with warm workers,
     one cost per worker generation), and the t interval without the outlier units: shown
     beside the verdict, never deciding it."""
-    out: dict[str, Any] = {}
+    welch, without = None, None
     base_costs = unit_costs(base, rounds_per_unit, sessions.base if sessions else None)
     var_costs = unit_costs(var, rounds_per_unit, sessions.variant if sessions else None)
     if len(base_costs) >= 2 and len(var_costs) >= 2:
-        welch = stats.welch_effect(base_costs, var_costs, level)
-        out["welch"] = {
-            "speedup": welch.speedup,
-            "ci_low": welch.low,
-            "ci_high": welch.high,
-            "p_value": welch.p_value,
-        }
+        w = stats.welch_effect(base_costs, var_costs, level)
+        welch = Welch(
+            speedup=w.speedup,
+            ci_low=finite(w.low),
+            ci_high=finite(w.high),
+            p_value=finite(w.p_value),
+        )
     if outliers and len(d) - len(outliers) >= 2:
-        without = stats.paired_effect([x for i, x in enumerate(d) if i not in outliers], level)
-        out["without_outliers"] = {
-            "speedup": without.speedup,
-            "ci_low": without.low,
-            "ci_high": without.high,
-        }
-    return out
+        kept = stats.paired_effect([x for i, x in enumerate(d) if i not in outliers], level)
+        without = _interval(kept.speedup, kept.low, kept.high)
+    return welch, without
+
+
+# --- the whole summary ------------------------------------------------------------------
 
 
 def analyze(experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]) -> Summary:
-    """The summary of an experiment (summary.json: Summary.to_dict). Computed as JSON
-    values, the way perflab.analysis.simulation computes its comparisons too, then read
-    into the model as a file would be: a value the model does not allow fails here."""
-    return Summary.from_dict(summary_json(experiment, trials))
-
-
-def summary_json(
-    experiment: Experiment, trials: dict[str, dict[int, TrialRecord]]
-) -> dict[str, Any]:
-    """summary.json's object as the analysis computes it, before the model reads it."""
+    """The summary of an experiment (summary.json: Summary.to_dict), from its records."""
     plan, sched = experiment.plan, experiment.schedule
-    metric, level, delta = sched["metric"], sched["confidence"], sched["delta"]
-    cost = {name: costs(t, metric) for name, t in trials.items()}
-    variants = {v.name: variant_summary(v, trials[v.name], metric) for v in plan.variants}
-    per_unit = rounds_per_unit(sched)
-    resumed = experiment.resumed
-    comparisons = []
-    for variant, base in plan.comparisons():
-        between = sessions.between(trials[base.name], trials[variant.name], resumed)
-        result = compare(cost[base.name], cost[variant.name], level, delta, per_unit, between)
-        across = between.across(set(cost[base.name]) & set(cost[variant.name]))
-        health = variants[variant.name]["health"] + [
-            f"baseline: {h}" for h in variants[base.name]["health"]
-        ]
-        if across:
-            health.append(sessions.finding(variant.label, across))
-        numerics = _numerics(trials[base.name], trials[variant.name])
-        if numerics is not None and not numerics.get("ok"):
-            health.append(
-                "numerics CHANGED beyond tolerance: the variant computes something "
-                "else (fast and wrong is not a win)"
-            )
-        comparisons.append(
-            {
-                "variant": variant.label,
-                "baseline": base.label,
-                "cell": variant.cell,
-                "metric": metric,
-                "delta": delta,
-                "health": health,
-                "numerics": numerics,
-                **(result or {"verdict": "NO DATA"}),
-                **({"across_sessions": across} if across else {}),
-            }
-        )
-    in_order = carryover.in_order(plan, trials, metric, resumed)
+    level, delta = sched.confidence, sched.delta
+    cost = {name: costs(t, sched.metric) for name, t in trials.items()}
+    variants = {v.name: variant_summary(v, trials[v.name], sched.metric) for v in plan.variants}
+    comparisons = [
+        _comparison(experiment, trials, cost, variants, variant, base)
+        for variant, base in plan.comparisons()
+    ]
+    in_order = carryover.in_order(plan, trials, sched.metric, experiment.resumed)
     fit = carryover.fit(in_order, carryover.reference(plan))
     carry = fit.carryovers(level) if fit else []
-    sentinel = _sentinel(plan, trials, cost, level, delta, per_unit, resumed)
+    sentinel = _sentinel(experiment, trials, cost)
     if fit is not None and carryover.flagged(carry):
-        pairs = [(c, v, b) for (v, b), c in zip(plan.comparisons(), comparisons, strict=True)]
-        if sentinel is not None and (aa := plan.sentinel()) is not None:
-            pairs.append((sentinel, *aa))
-        for c, variant, base in pairs:
-            adjust_for_carryover(c, fit.speedup(base.name, variant.name, level), delta)
-    adjust(comparisons, 1 - level, delta)
+        comparisons, sentinel = _carryover_model(plan, fit, comparisons, sentinel, level, delta)
+    comparisons = adjust(comparisons, 1 - level, delta)
     unreliable, health = sentinel_findings(sentinel, delta)
     health += carryover.findings(plan, carry)
     # rounds not paired because a resume split them: said where the console and the
     # report's header show it, beside each comparison's own "across_sessions"
-    health += [h for c in comparisons for h in c["health"] if h.startswith(sessions.UNPAIRED)]
-    return finite(
-        {
-            "schema_version": SUMMARY_SCHEMA_VERSION,
-            "metric": metric,
-            "ci_level": level,
-            "delta": delta,
-            "label": sched.get("label", ""),
-            "rounds": experiment.rounds,
-            "stop_reason": experiment.stop_reason,
-            "elapsed_s": experiment.elapsed_s,
-            **({"isolation": iso} if (iso := isolation(sched, trials)) is not None else {}),
-            "unreliable": unreliable,
-            "health": health,
-            "edited_records": edited_records(plan, trials),
-            "exploratory": len(comparisons) > EXPLORATORY_COMPARISONS,
-            "sentinel": sentinel,
-            "carryover": [
-                {
-                    **dataclasses.asdict(c),
-                    "after": _label(plan, c.after),
-                    "reference": _label(plan, c.reference),
-                }
-                for c in carry
-            ],
-            "comparisons": comparisons,
-            "scaling": batch_scaling(plan, trials, level) if "batch_size" in plan.swept else [],
-            "variants": list(variants.values()),
-        }
+    health += [h for c in comparisons for h in c.health if h.startswith(sessions.UNPAIRED)]
+    return Summary(
+        metric=sched.metric,
+        ci_level=level,
+        delta=delta,
+        label=sched.label,
+        rounds=experiment.rounds,
+        stop_reason=experiment.stop_reason,
+        elapsed_s=experiment.elapsed_s,
+        isolation=isolation(sched, trials),
+        unreliable=unreliable,
+        health=health,
+        edited_records=edited_records(plan, trials),
+        exploratory=len(comparisons) > EXPLORATORY_COMPARISONS,
+        sentinel=sentinel,
+        carryover=[
+            replace(c, after=_label(plan, c.after), reference=_label(plan, c.reference))
+            for c in carry
+        ],
+        comparisons=comparisons,
+        scaling=batch_scaling(plan, trials, level) if "batch_size" in plan.swept else [],
+        variants=list(variants.values()),
+    )
+
+
+def _comparison(
+    experiment: Experiment,
+    trials: dict[str, dict[int, TrialRecord]],
+    cost: dict[str, dict[int, float]],
+    variants: dict[str, VariantSummary],
+    variant: Variant,
+    base: Variant,
+) -> Comparison:
+    """One variant against its baseline, paired within sessions, with the health flags of
+    both and the numerics check; before the carry-over and multiplicity adjustments."""
+    sched = experiment.schedule
+    estimate, between = _paired(experiment, trials, cost, base.name, variant.name)
+    across = between.across(set(cost[base.name]) & set(cost[variant.name]))
+    health = variants[variant.name].health + [f"baseline: {h}" for h in variants[base.name].health]
+    if across:
+        health.append(sessions.finding(variant.label, across))
+    numerics = _numerics(trials[base.name], trials[variant.name])
+    if numerics is not None and not numerics.ok:
+        health.append(
+            "numerics CHANGED beyond tolerance: the variant computes something "
+            "else (fast and wrong is not a win)"
+        )
+    return Comparison(
+        variant=variant.label,
+        baseline=base.label,
+        cell=finite_json(variant.cell),
+        metric=sched.metric,
+        delta=sched.delta,
+        health=health,
+        numerics=numerics,
+        estimate=estimate,
+        across_sessions=across or None,
     )
 
 
 def isolation(
-    schedule: Mapping[str, Any], trials: dict[str, dict[int, TrialRecord]]
-) -> dict[str, Any] | None:
+    schedule: ScheduleSettings, trials: dict[str, dict[int, TrialRecord]]
+) -> Isolation | None:
     """summary.json's "isolation": how the trials ran and the seconds each part of them
     took, summed over the experiment; None for an experiment.json from before
     schedule.isolation existed."""
-    if "isolation" not in schedule:
+    if schedule.isolation is None:
         return None
     records = [t for by_round in trials.values() for t in by_round.values()]
     costs = [t.cost_s for t in records if t.cost_s]
-    mode = schedule["isolation"]
     workers = {
         (name, t.worker.get("generation"), t.worker.get("id"), t.worker.get("pid"))
         for name, by_round in trials.items()
         for t in by_round.values()
         if t.worker.get("isolation") == "worker"
     }
-    return {
-        "mode": mode,
-        "trials_per_worker": rounds_per_unit(schedule),
-        **({"workers": len(workers)} if mode == "worker" else {}),
-        "trials": len(costs),
-        "cost_s": {p: round(sum(c.get(p, 0.0) for c in costs), 3) for p in parts_written(costs)},
-    }
+    return Isolation(
+        mode=schedule.isolation,
+        trials_per_worker=schedule.rounds_per_unit,
+        workers=len(workers) if schedule.isolation == "worker" else None,
+        trials=len(costs),
+        cost_s={p: round(sum(c.get(p, 0.0) for c in costs), 3) for p in parts_written(costs)},
+    )
+
+
+# a comparison, or the A/A sentinel: what a carry-over adjusts
+Adjusted = TypeVar("Adjusted", Comparison, Sentinel)
 
 
 def adjust_for_carryover(
-    comparison: dict[str, Any], adjusted: tuple[float, float, float, float] | None, delta: float
-) -> None:
+    comparison: Adjusted, adjusted: tuple[float, float, float, float] | None, delta: float
+) -> Adjusted:
     """With a carry-over flagged, the comparison adjusted for it (perflab.analysis.carryover: both
     variants after the same predecessor) decides: the plain paired one is biased by the
-    order and widened by it. The plain numbers are kept under "unadjusted"."""
-    if adjusted is None or "speedup" not in comparison:
-        return
+    order and widened by it. The plain numbers are kept as ``unadjusted``."""
+    plain = comparison.estimate
+    if adjusted is None or plain is None:
+        return comparison
     speedup, low, high, p = adjusted
-    keys = ("speedup", "ci_low", "ci_high", "verdict", "interval", "p_value", "half_width")
-    comparison["unadjusted"] = {k: comparison[k] for k in keys}
-    comparison.update(
+    verdict = stats.verdict(low, high, delta)
+    estimate = replace(
+        plain,
         speedup=speedup,
         ci_low=low,
         ci_high=high,
-        verdict=stats.verdict(low, high, delta),
-        interval="carry-over model",
-        p_value=p,
+        verdict=verdict,
+        interval=CARRYOVER_INTERVAL,
+        p_value=finite(p),
         half_width=max(high / speedup - 1, 1 - low / speedup),
-        rounds_to_decide=None,
+        rounds_to_decide=(
+            stats.rounds_to_narrow(speedup, low, high, plain.rounds, delta)
+            if verdict == stats.INCONCLUSIVE
+            else None
+        ),
     )
-    if comparison["verdict"] == stats.INCONCLUSIVE:
-        comparison["rounds_to_decide"] = stats.rounds_to_narrow(
-            speedup, low, high, comparison["rounds"], delta
-        )
+    unadjusted = Unadjusted(
+        speedup=plain.speedup,
+        ci_low=plain.ci_low,
+        ci_high=plain.ci_high,
+        verdict=plain.verdict,
+        interval=plain.interval,
+        p_value=plain.p_value,
+        half_width=plain.half_width,
+    )
+    return replace(comparison, estimate=estimate, unadjusted=unadjusted)
+
+
+def _paired(
+    experiment: Experiment,
+    trials: dict[str, dict[int, TrialRecord]],
+    cost: dict[str, dict[int, float]],
+    base: str,
+    variant: str,
+) -> tuple[Estimate | None, stats.Sessions]:
+    """The paired estimate of ``variant`` against ``base`` (compare), with the schedule's
+    units, paired within the sessions that ran their trials (also returned)."""
+    sched = experiment.schedule
+    between = sessions.between(trials[base], trials[variant], experiment.resumed)
+    estimate = compare(
+        cost[base], cost[variant], sched.confidence, sched.delta, sched.rounds_per_unit, between
+    )
+    return estimate, between
+
+
+def _carryover_model(
+    plan: Plan,
+    fit: carryover.Fit,
+    comparisons: list[Comparison],
+    sentinel: Sentinel | None,
+    level: float,
+    delta: float,
+) -> tuple[list[Comparison], Sentinel | None]:
+    """Every comparison, and the A/A sentinel, as the carry-over model estimates them
+    (adjust_for_carryover): a carry-over was flagged."""
+    comparisons = [
+        adjust_for_carryover(c, fit.speedup(base.name, variant.name, level), delta)
+        for c, (variant, base) in zip(comparisons, plan.comparisons(), strict=True)
+    ]
+    if sentinel is not None and (pair := plan.sentinel()) is not None:
+        copy, base = pair
+        sentinel = adjust_for_carryover(sentinel, fit.speedup(base.name, copy.name, level), delta)
+    return comparisons, sentinel
 
 
 def _sentinel(
-    plan: Plan,
+    experiment: Experiment,
     trials: dict[str, dict[int, TrialRecord]],
     cost: dict[str, dict[int, float]],
-    level: float,
-    delta: float,
-    per_unit: int,
-    resumed: list[dict[str, Any]],
-) -> dict[str, Any] | None:
+) -> Sentinel | None:
     """The A/A comparison, with its noise floor (how far from 1 its interval reaches),
     reported for information: it never changes the band. Paired within sessions, as the
     comparisons are."""
-    pair = plan.sentinel()
+    pair = experiment.plan.sentinel()
     if pair is None:
         return None
-    copy, base = pair[0].name, pair[1].name
-    between = sessions.between(trials[base], trials[copy], resumed)
-    sentinel = compare(cost[base], cost[copy], level, delta, per_unit, between)
-    if sentinel is not None:
-        sentinel["noise_floor"] = max(sentinel["ci_high"] - 1, 1 - sentinel["ci_low"])
-    return sentinel
+    copy, base = pair
+    return as_sentinel(_paired(experiment, trials, cost, base.name, copy.name)[0])
 
 
-def sentinel_findings(sentinel: dict[str, Any] | None, delta: float) -> tuple[list[str], list[str]]:
+def as_sentinel(estimate: Estimate | None) -> Sentinel | None:
+    """The A/A comparison's estimate with its noise floor; None without one."""
+    if estimate is None:
+        return None
+    floor = max(estimate.ci_high - 1, 1 - estimate.ci_low)
+    return Sentinel(estimate=estimate, noise_floor=floor)
+
+
+def sentinel_findings(sentinel: Sentinel | None, delta: float) -> tuple[list[str], list[str]]:
     """What the A/A sentinel says about the method: (reasons the run is UNRELIABLE, health
     notes). Its interval wholly outside +-delta means identical code measured as
     different by more than the band: no verdict of the run can be trusted. An interval
@@ -504,9 +421,10 @@ def sentinel_findings(sentinel: dict[str, Any] | None, delta: float) -> tuple[li
     size."""
     if sentinel is None:
         return [], []
-    s, low, high = sentinel["speedup"], sentinel["ci_low"], sentinel["ci_high"]
+    e = sentinel.estimate
+    s, low, high = e.speedup, e.ci_low, e.ci_high
     aa = f"{s:.3f}x [{low:.3f}, {high:.3f}]"
-    if sentinel["verdict"] in (stats.FASTER, stats.SLOWER):
+    if e.verdict in (stats.FASTER, stats.SLOWER):
         return [
             f"the A/A sentinel (identical to its baseline) read {aa}, outside the band "
             f"+-{delta:.1%}: timings drifted or the machine was disturbed; do not trust "
@@ -526,7 +444,7 @@ def _label(plan: Plan, name: str) -> str:
 
 def batch_scaling(
     plan: Plan, trials: dict[str, dict[int, TrialRecord]], level: float
-) -> list[dict[str, Any]]:
+) -> list[ScalingRow]:
     """Throughput (samples/s) of each baseline variant, by batch size, with a t interval
     over its trials (batch sizes are separate cells: unpaired, so no speedup claim)."""
     rows = []
@@ -543,84 +461,71 @@ def batch_scaling(
             / math.sqrt(len(logs))
         )
         rows.append(
-            {
-                "batch_size": v.cell.get("batch_size"),
-                "variant": v.label,
-                "throughput": math.exp(mean),
-                "ci_low": math.exp(mean - half),
-                "ci_high": math.exp(mean + half),
-                "trials": len(logs),
-            }
+            ScalingRow(
+                batch_size=finite_json(v.cell.get("batch_size")),
+                variant=v.label,
+                throughput=math.exp(mean),
+                ci_low=math.exp(mean - half),
+                ci_high=math.exp(mean + half),
+                trials=len(logs),
+            )
         )
     return rows
 
 
-def adjust(comparisons: list[dict[str, Any]], alpha: float, delta: float) -> None:
+def adjust(comparisons: list[Comparison], alpha: float, delta: float) -> list[Comparison]:
     """Holm across the comparisons of the experiment (Benjamini-Hochberg for an
     exploratory grid); a FASTER/SLOWER whose adjusted p-value is not below alpha is
     downgraded to INCONCLUSIVE."""
-    done = [c for c in comparisons if "p_value" in c]
+    done = [c.estimate for c in comparisons if c.estimate is not None]
     if not done:
-        return
-    raw = [c["p_value"] for c in done]
+        return comparisons
+    # a p-value without a number (None: NaN, see finite) is NaN to the adjustment too
+    raw = [math.nan if e.p_value is None else e.p_value for e in done]
     exploratory = len(comparisons) > EXPLORATORY_COMPARISONS
-    adjusted = stats.benjamini_hochberg(raw) if exploratory else stats.holm(raw)
-    for c, p in zip(done, adjusted, strict=True):
-        c["p_adjusted"] = p
-        c["adjustment"] = "benjamini-hochberg" if exploratory else "holm"
-        if c["verdict"] in (stats.FASTER, stats.SLOWER) and p >= alpha:
-            c["verdict"] = stats.INCONCLUSIVE
-            c["rounds_to_decide"] = stats.rounds_to_narrow(
-                c["speedup"], c["ci_low"], c["ci_high"], c["rounds"], delta
-            )
-            c["note"] = f"not significant after {c['adjustment']} adjustment (p={p:.3g})"
+    method = BENJAMINI_HOCHBERG if exploratory else HOLM
+    adjusted = iter(stats.benjamini_hochberg(raw) if exploratory else stats.holm(raw))
+    return [
+        c if c.estimate is None else _adjusted(c, next(adjusted), method, alpha, delta)
+        for c in comparisons
+    ]
 
 
-def finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: an unbounded or undefined number becomes null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value
+def _adjusted(c: Comparison, p: float, method: str, alpha: float, delta: float) -> Comparison:
+    """``c`` with its adjusted p-value, downgraded to INCONCLUSIVE when that is not below
+    alpha."""
+    e = c.estimate
+    adjusted = replace(c, p_adjusted=finite(p), adjustment=method)
+    if e is None or e.verdict not in (stats.FASTER, stats.SLOWER) or not p >= alpha:
+        return adjusted
+    narrow = stats.rounds_to_narrow(e.speedup, e.ci_low, e.ci_high, e.rounds, delta)
+    return replace(
+        adjusted,
+        estimate=replace(e, verdict=stats.INCONCLUSIVE, rounds_to_decide=narrow),
+        note=f"not significant after {method} adjustment (p={p:.3g})",
+    )
 
 
-def _numerics(base: dict[int, TrialRecord], var: dict[int, TrialRecord]) -> dict[str, Any] | None:
-    """The variant's probe against its baseline's (both from their earliest probed trial)."""
+def _numerics(base: dict[int, TrialRecord], var: dict[int, TrialRecord]) -> Numerics | None:
+    """The variant's probe against its baseline's (both from their earliest probed trial),
+    as summary.json holds it: a NaN (a diverged model's loss) is null."""
     b = next((t.probe for _, t in sorted(base.items()) if t.probe is not None), None)
     v = next((t.probe for _, t in sorted(var.items()) if t.probe is not None), None)
-    return None if b is None or v is None else compare_probes(b, v)
+    if b is None or v is None:
+        return None
+    n = compare_probes(b, v)
+    return replace(
+        n,
+        max_abs_err=finite(n.max_abs_err),
+        max_rel_err=finite(n.max_rel_err),
+        cosine=finite(n.cosine),
+        loss_diff=finite(n.loss_diff),
+        tolerance=finite(n.tolerance),
+    )
 
 
 def analyze_dir(sweep_dir: Path) -> dict[str, Any]:
     """summary.json of a sweep directory, recomputed from its records: the JSON object
     (Summary.to_dict), as a file written now would hold it."""
-    experiment = Experiment.load(sweep_dir)
-    return analyze(experiment, load_trials(sweep_dir, experiment.plan)).to_dict()
-
-
-# what analyze and the report read from experiment.json's schedule
-SCHEDULE_KEYS = (
-    "metric",
-    "confidence",
-    "delta",
-    "min_rounds",
-    "max_rounds",
-    "target_half_width",
-    "time_budget_s",
-)
-
-
-def load_experiment(sweep_dir: Path) -> Experiment:
-    """experiment.json, with the schedule settings the analysis reads: an OSError,
-    ValueError, KeyError, TypeError or AttributeError means experiment.json itself is bad
-    (bad records are skipped by load_trials, never blamed on it)."""
-    experiment = Experiment.load(sweep_dir)
-    if not isinstance(experiment.schedule, dict):
-        raise TypeError(f"schedule is {type(experiment.schedule).__name__}, not an object")
-    missing = [k for k in SCHEDULE_KEYS if k not in experiment.schedule]
-    if missing:
-        raise KeyError(f"schedule has no {', '.join(missing)}")
-    return experiment
+    records = read_sweep(sweep_dir)
+    return analyze(records.experiment, records.trials).to_dict()

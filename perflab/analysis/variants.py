@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
 from perflab.analysis import stats, steady
 from perflab.analysis.health import leak_flag, stall_flag, telemetry_flags
-from perflab.analysis.trials import summarize_trial, trial_cost
+from perflab.analysis.trials import TrialSummary, summarize_trial, trial_cost
 from perflab.config.plan import Variant
 from perflab.formats.records import Samples, TrialRecord
+from perflab.formats.summary import finite, finite_json
+from perflab.formats.summary.variant import (
+    Measured,
+    StepTimes,
+    Telemetry,
+    TrialCost,
+    TrialLength,
+    Variance,
+    VariantSummary,
+    Warmup,
+)
 
 # IQR/median of a trial's steps above these: noisy, then grossly noisy
 # (docs/design.md#health-flags)
@@ -30,78 +40,107 @@ def _steady_state(record: TrialRecord) -> bool:
 
 def variant_summary(
     variant: Variant, trials: dict[int, TrialRecord], metric: str
-) -> dict[str, Any]:
+) -> VariantSummary:
+    """One variant's entry of summary.json, from its trial records."""
     ok = [t for _, t in sorted(trials.items()) if t.status == "ok"]
-    summary: dict[str, Any] = {
-        "name": variant.name,
-        "label": variant.label,
-        "dir": variant.dir,
-        "trials": len(trials),
-        "ok": len(ok),
-        "failed": {str(r): _why(t) for r, t in sorted(trials.items()) if t.status != "ok"},
-        "health": [],
-    }
-    if not ok:
-        return summary
-    samples = [t.samples for t in ok if t.samples is not None]
-    steps = [s for x in samples for s in stats.per_step_ns(x.step_ns, x.steps_per_sample)]
-    per_trial = [summarize_trial(t) for t in ok]
-    trial_costs = [trial_cost(t, metric) for t in ok]
-    d = stats.describe(steps)
-    summary.update(
-        {
-            "step_ns": {
-                "p50": d.p50,
-                "p90": d.p90,
-                "p95": d.p95,
-                "p99": d.p99,
-                "mean": d.mean,
-                "std": d.std,
-                "iqr": d.iqr,
-                "mad": d.mad,
-                "cv": d.cv,
-                "bounded_percentiles": list(d.bounded),
-                "steps": d.n,
-                # steps outside Tukey's fences within their own trial: flagged, kept
-                "outlier_steps": sum(len(stats.tukey_outliers(x.step_ns)) for x in samples),
-            },
-            "trial_cost_ns": {
-                "median": float(np.median(trial_costs)),
-                "outlier_trials": [ok[i].round for i in stats.mad_outliers(np.log(trial_costs))],
-            },
-            "throughput": float(np.median([p.throughput for p in per_trial])),
-            "first_call_ns": float(np.median([p.first_call_ns for p in per_trial])),
-            # over the trials that have each phase: on accelerators, trials whose steps
-            # were timed in groups have none
-            "phase_median_ns": {
-                k: float(
-                    np.median([p.phase_median_ns[k] for p in per_trial if k in p.phase_median_ns])
-                )
-                for k in dict.fromkeys(k for p in per_trial for k in p.phase_median_ns)
-            },
-            "peak_memory_bytes": max((p.peak_memory_bytes or 0) for p in per_trial),
-            # memory kind (cuda_allocator or process_rss) and, from the instrumented
-            # step of the trials that ran the checks, memory at the end of each phase
-            "memory_kind": ok[0].memory.get("kind"),
-            "memory_by_phase": next((t.memory["phases"] for t in ok if t.memory.get("phases")), []),
-            "telemetry": telemetry_summary(ok),
-            "load_max": max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
-            "settings": ok[0].settings,
-        }
+    measured = _measured(ok, list(trials.values()), metric) if ok else None
+    return VariantSummary(
+        name=variant.name,
+        label=variant.label,
+        dir=variant.dir,
+        trials=len(trials),
+        ok=len(ok),
+        failed={str(r): _why(t) for r, t in sorted(trials.items()) if t.status != "ok"},
+        health=_health(ok, measured.load_max) if measured is not None else [],
+        measured=measured,
     )
-    summary["warmup"] = _warmup(samples)
-    summary["trial_length"] = _trial_length(samples)
+
+
+def _measured(ok: list[TrialRecord], trials: list[TrialRecord], metric: str) -> Measured:
+    """What the ok trials ``ok`` measured (``trials``: all of the variant's, for their
+    costs)."""
+    samples = [t.samples for t in ok if t.samples is not None]
+    per_trial = [summarize_trial(t) for t in ok]
     workers = [_worker_of(t) for t in ok if t.samples is not None]
+    cost_s, served_by = _costs(trials, workers)
+    return Measured(
+        step_ns=_step_times(samples),
+        trial_cost_ns=_trial_cost(ok, metric),
+        throughput=float(np.median([p.throughput for p in per_trial])),
+        first_call_ns=float(np.median([p.first_call_ns for p in per_trial])),
+        phase_median_ns=_phase_medians(per_trial),
+        peak_memory_bytes=max((p.peak_memory_bytes or 0) for p in per_trial),
+        # memory kind (cuda_allocator or process_rss) and, from the instrumented
+        # step of the trials that ran the checks, memory at the end of each phase
+        memory_kind=finite_json(ok[0].memory.get("kind")),
+        memory_by_phase=finite_json(
+            next((t.memory["phases"] for t in ok if t.memory.get("phases")), [])
+        ),
+        telemetry=telemetry_summary(ok),
+        load_max=max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
+        settings=finite_json(ok[0].settings),
+        warmup=_warmup(samples),
+        trial_length=_trial_length(samples),
+        variance=_variance(samples, workers),
+        cost_s=cost_s,
+        workers=served_by,
+    )
+
+
+def _phase_medians(per_trial: list[TrialSummary]) -> dict[str, float | None]:
+    """The median of each phase over the trials that have it (on accelerators, trials
+    whose steps were timed in groups have none); None for a phase without samples."""
+    phases = dict.fromkeys(k for p in per_trial for k in p.phase_median_ns)
+    return {
+        k: finite(
+            float(np.median([p.phase_median_ns[k] for p in per_trial if k in p.phase_median_ns]))
+        )
+        for k in phases
+    }
+
+
+def _step_times(samples: list[Samples]) -> StepTimes:
+    """Every timed step of the ok trials, pooled."""
+    steps = [s for x in samples for s in stats.per_step_ns(x.step_ns, x.steps_per_sample)]
+    d = stats.describe(steps)
+    return StepTimes(
+        p50=d.p50,
+        p90=d.p90,
+        p95=d.p95,
+        p99=d.p99,
+        mean=d.mean,
+        std=d.std,
+        iqr=d.iqr,
+        mad=d.mad,
+        cv=d.cv,
+        bounded_percentiles=list(d.bounded),
+        steps=d.n,
+        # steps outside Tukey's fences within their own trial: flagged, kept
+        outlier_steps=sum(len(stats.tukey_outliers(x.step_ns)) for x in samples),
+    )
+
+
+def _trial_cost(ok: list[TrialRecord], metric: str) -> TrialCost:
+    costs = [trial_cost(t, metric) for t in ok]
+    return TrialCost(
+        median=float(np.median(costs)),
+        outlier_trials=[ok[i].round for i in stats.mad_outliers(np.log(costs))],
+    )
+
+
+def _variance(samples: list[Samples], workers: list[tuple[int, int, int] | None]) -> Variance:
+    """Where the spread of the trials comes from (stats.variance_split); with warm
+    workers, the part the worker brings too."""
     split = stats.variance_split(
         [[math.log(v) for v in x.step_ns] for x in samples],
         workers if any(w is not None for w in workers) else None,
     )
-    summary["variance"] = {"within": split.within, "between": split.between, "advice": split.advice}
-    if split.worker is not None:
-        summary["variance"]["worker"] = split.worker
-    summary.update(_costs(list(trials.values()), workers))
-    summary["health"] = _health(ok, summary["load_max"])
-    return summary
+    return Variance(
+        within=finite(split.within),
+        between=finite(split.between),
+        advice=split.advice,
+        worker=finite(split.worker),
+    )
 
 
 def _worker_of(record: TrialRecord) -> tuple[int, int, int] | None:
@@ -124,30 +163,28 @@ def parts_written(costs: list[dict[str, float]]) -> list[str]:
     return [p for p in COST_PARTS if p != "other" or any(p in c for c in costs)]
 
 
-def _costs(trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]) -> dict[str, Any]:
+def _costs(
+    trials: list[TrialRecord], workers: list[tuple[int, int, int] | None]
+) -> tuple[dict[str, float] | None, int | None]:
     """Where a variant's trials spent their time: the mean seconds per trial of each part
     (over the trials that wrote their costs down, schema 4 on), and how many warm workers
-    served them."""
+    served them; (None, None) when no trial wrote its costs down."""
     with_costs = [t.cost_s for t in trials if t.cost_s]
     if not with_costs:
-        return {}
-    out: dict[str, Any] = {
-        "cost_s": {
-            p: float(np.mean([c.get(p, 0.0) for c in with_costs]))
-            for p in parts_written(with_costs)
-        }
+        return None, None
+    cost_s = {
+        p: float(np.mean([c.get(p, 0.0) for c in with_costs])) for p in parts_written(with_costs)
     }
-    if any(w is not None for w in workers):
-        out["workers"] = len({w for w in workers if w is not None})
-    return out
+    served = [w for w in workers if w is not None]
+    return cost_s, len(set(served)) if served else None
 
 
-def _warmup(samples: list[Samples]) -> dict[str, Any]:
+def _warmup(samples: list[Samples]) -> Warmup:
     """How long the warm-ups ran and why they stopped (perflab.analysis.steady's rule)."""
-    return {
-        "median_s": float(np.median([x.warmup_s for x in samples])),
+    return Warmup(
+        median_s=float(np.median([x.warmup_s for x in samples])),
         # the steps before the window kept for the timed block, as median_s counts them
-        "median_steps": float(
+        median_steps=float(
             np.median(
                 [
                     sum(x.warmup_sample_steps)
@@ -156,44 +193,44 @@ def _warmup(samples: list[Samples]) -> dict[str, Any]:
                 ]
             )
         ),
-        "stops": dict(sorted(Counter(x.warmup_stop for x in samples).items())),
-    }
+        stops=dict(sorted(Counter(x.warmup_stop for x in samples).items())),
+    )
 
 
-def _trial_length(samples: list[Samples]) -> dict[str, Any]:
+def _trial_length(samples: list[Samples]) -> TrialLength:
     """The timed block's length: fixed by the calibrating trial of the configuration
     (in a sweep), or each trial's own (bounds)."""
     fixed = next((x for x in samples if x.length == "fixed"), None)
-    return {
-        "rule": "fixed" if fixed else samples[0].length,
-        "from_round": fixed.length_from_round if fixed else None,
-        "steps_per_sample": sorted({x.steps_per_sample for x in samples}),
-        "timed_steps": sorted({x.timed_steps for x in samples}),
-    }
+    return TrialLength(
+        rule="fixed" if fixed else samples[0].length,
+        from_round=fixed.length_from_round if fixed else None,
+        steps_per_sample=sorted({x.steps_per_sample for x in samples}),
+        timed_steps=sorted({x.timed_steps for x in samples}),
+    )
 
 
-def telemetry_summary(ok: list[TrialRecord]) -> dict[str, Any]:
+def telemetry_summary(ok: list[TrialRecord]) -> Telemetry:
     """GPU telemetry over a variant's trials: medians of the per-trial medians, extremes
-    of the extremes; {"available": false, ...} when no trial had any."""
+    of the extremes; not available when no trial had any."""
     have = [t.telemetry for t in ok if t.telemetry.get("available")]
     if not have:
         reasons = {str(t.telemetry["reason"]) for t in ok if t.telemetry.get("reason")}
-        return {"available": False, "reason": "; ".join(sorted(reasons)) or "not recorded"}
+        return Telemetry(available=False, reason="; ".join(sorted(reasons)) or "not recorded")
 
     def median_of(key: str) -> float | None:
         values = [x[key] for x in have if x.get(key) is not None]
-        return float(np.median(values)) if values else None
+        return finite(float(np.median(values))) if values else None
 
     temps = [x["temperature_c_max"] for x in have if x.get("temperature_c_max") is not None]
-    return {
-        "available": True,
-        "device": have[0].get("device"),
-        "trials": len(have),
-        "util_pct_median": median_of("util_pct_median"),
-        "clock_ratio_median": median_of("clock_ratio_median"),
-        "power_w_median": median_of("power_w_median"),
-        "temperature_c_max": max(temps) if temps else None,
-    }
+    return Telemetry(
+        available=True,
+        device=finite_json(have[0].get("device")),
+        trials=len(have),
+        util_pct_median=median_of("util_pct_median"),
+        clock_ratio_median=median_of("clock_ratio_median"),
+        power_w_median=median_of("power_w_median"),
+        temperature_c_max=finite_json(max(temps)) if temps else None,
+    )
 
 
 # Exception types that mean the trial ran out of memory: torch.OutOfMemoryError (CUDA and

@@ -38,6 +38,8 @@ BUILTIN_TREATMENTS: dict[str, Any] = {
     "model.use_cache": False,
 }
 SENTINEL = "sentinel"
+# where perflab.run's functions shipped by value are imported from (perflab.process.shipped)
+SHIPPED_MODULE = "perflab.process.shipped"
 # Implementations of one thing (docs/configuration.md, "Your own step", "Two
 # implementations of one function"): no value is "off", so the baseline is the first value
 # listed on the command line (perflab -m step=pkg.ref,pkg.ours compares ours against ref),
@@ -151,7 +153,13 @@ def assignments(values: dict[str, Any], keys: Iterable[str] | None = None) -> st
     """``KEY=VALUE KEY=VALUE``: the overrides that make ``values`` (those of ``keys``,
     in their order, when given), as the report, the console and group names show them."""
     chosen = values if keys is None else {k: values.get(k) for k in keys}
-    return " ".join(f"{k}={value_text(v)}" for k, v in chosen.items())
+    return " ".join(label_text(f"{k}={value_text(v)}") for k, v in chosen.items())
+
+
+def label_text(assignment: str) -> str:
+    """``key=value`` as a label shows it: a function perflab.run shipped by value by its
+    own name and hash, without the module every shipped function shares."""
+    return assignment.replace("=" + SHIPPED_MODULE + ".", "=", 1)
 
 
 # Swept keys that are the user's own knobs (a factory's arguments): swept, they ask for a

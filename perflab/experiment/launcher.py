@@ -40,6 +40,7 @@ from perflab.errors import DiskFull, OutputLost, PerflabError, SweepDirDeleted
 from perflab.experiment.invocation import read_invocation
 from perflab.experiment.runner import SweepResult, SweepSetup, run_sweep
 from perflab.experiment.schedule import make_runs
+from perflab.formats.groups import FAILED, GroupEntry
 from perflab.formats.records import check_writable
 from perflab.formats.summary import Summary
 from perflab.formats.sweepdir import (
@@ -118,8 +119,8 @@ def prepare(config: DictConfig) -> SweepLock:
     lock = SweepLock(sweep_dir, FIELD).acquire()
     if lock.stale:
         print(
-            f"perflab: note: the perflab that ran here before (pid {lock.stale.get('pid')}, "
-            f"since {lock.stale.get('since')}) ended without finishing; continuing its directory"
+            f"perflab: note: the perflab that ran here before (pid {lock.stale.pid}, "
+            f"since {lock.stale.since}) ended without finishing; continuing its directory"
         )
     return lock
 
@@ -372,11 +373,21 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
         for j in jobs
     ]
     results, interrupted = launch_groups(members, sweep_dir, print)
-    destroyed = [f"{r['key']}: {name}" for r in results for name in r.get("destroyed", [])]
+    _report_groups(results, interrupted, sweep_dir)
+    # each job answers with its own group's entry (the key scaleout.split gave it)
+    by_key = {r.key: r for r in results}
+    group_by = jobs[0].config.scaleout.group_by
+    return [_job_return(j, by_key.get(assignments(_values(j), group_by))) for j in jobs]
+
+
+def _report_groups(results: list[GroupEntry], interrupted: bool, sweep_dir: Path) -> None:
+    """The exit status's reasons of a grouped sweep: destroyed records, lost groups,
+    failed trials, an interruption."""
+    destroyed = [f"{r.key}: {name}" for r in results for name in r.destroyed]
     if destroyed:  # first, as in a sweep of one machine (_launch)
         exits.report(exits.EXIT_FAILED, _destroyed(destroyed))
-    lost = [r["key"] for r in results if r.get("state") == "failed"]
-    failed = [f"{r['key']}: {label}" for r in results for label in r.get("failed", [])]
+    lost = [r.key for r in results if r.state == FAILED]
+    failed = [f"{r.key}: {label}" for r in results for label in r.failed_variants]
     if lost or failed:
         exits.report(
             exits.EXIT_FAILED,
@@ -388,10 +399,6 @@ def _launch_groups(jobs: list[ComposedJob], sweep_dir: Path) -> list[JobReturn]:
         )
     if interrupted:
         exits.report(exits.EXIT_INTERRUPTED, _resume_hint(sweep_dir))
-    # each job answers with its own group's result (the key scaleout.split gave it)
-    by_key = {r["key"]: r for r in results}
-    group_by = jobs[0].config.scaleout.group_by
-    return [_job_return(j, by_key.get(assignments(_values(j), group_by))) for j in jobs]
 
 
 def _values(job: ComposedJob) -> dict[str, Any]:

@@ -14,22 +14,30 @@ keys of MAY_CHANGE, the machine and software of MACHINE_KEYS, and the code the t
 they import, uncommitted changes). Any
 other difference stops the run before anything is measured, with exit 2 and one line
 naming it.
+
+The fingerprint is written into experiment.json as a JSON object (fingerprint()) and
+read back, from there and for this session alike, as a Fingerprint: the comparison reads
+attributes. Its history: ``code`` since 2026-11-23, its ``imports`` since 2026-11-26; a
+fingerprint without them is read with None there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import socket
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.summarize import Experiment
+from perflab.analysis.sweep import Experiment
 from perflab.config.plan import Plan
 from perflab.config.schema import without_keys
 from perflab.errors import ConfigError
 from perflab.experiment import codeprint
+from perflab.formats.dataclass_json import decode, encode, written_when
 from perflab.formats.sweepdir import EXPERIMENT_FILE, trial_records
 
 # Config keys that may differ between the sessions of one experiment, and why: they
@@ -52,10 +60,72 @@ MAY_CHANGE = (
     "trial.max_log_mb",
 )
 
-# The machine and software the numbers belong to. Trials from another host, another
-# torch (its version names the CUDA build too), Python or perflab, or with the user's
-# code imported from another working directory or git commit, are another experiment.
-MACHINE_KEYS = ("hostname", "python", "torch", "perflab", "cwd", "git_commit")
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """The machine and software the numbers belong to. Trials from another host, another
+    torch (its version names the CUDA build too), Python or perflab, or with the user's
+    code imported from another working directory or git commit, are another experiment."""
+
+    # socket.gethostname()
+    hostname: str
+    # platform.python_version()
+    python: str
+    # torch's version from package metadata, e.g. 2.13.0+cpu (None: not installed)
+    torch: str | None
+    # perflab's version (None: not installed as a package)
+    perflab: str | None
+    # the working directory perflab ran in (the user's code is imported from there)
+    cwd: str | None
+    # its git commit (None: not in a git work tree)
+    git_commit: str | None
+
+
+MACHINE_KEYS = tuple(f.name for f in dataclasses.fields(Machine))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Imported:
+    """A local module the factories import (perflab.experiment.codeprint.local_imports)."""
+
+    # the module whose import names it
+    by: str
+    # the hash of its source
+    hash: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodePrint:
+    """The code the trials run, as hashes (perflab.experiment.codeprint.code_fingerprint)."""
+
+    # perflab's own source files
+    perflab: str
+    # each factory ("package.module.function") outside perflab: its source's hash (None:
+    # no source file found)
+    modules: dict[str, str | None]
+    # the local modules the factories import, by name (None: a fingerprint of before
+    # 2026-11-26, read as none)
+    imports: dict[str, Imported] | None = written_when()
+    # the uncommitted changes of the working directory's git work tree (None: not in one)
+    worktree: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fingerprint:
+    """What a later session must match to continue a sweep directory."""
+
+    # each job's composed config, MAY_CHANGE removed, by job number
+    configs: dict[str, dict[str, Any]]
+    machine: Machine
+    # None: a fingerprint of before 2026-11-23, which did not hash the code
+    code: CodePrint | None = written_when()
+
+    @classmethod
+    def from_json(cls, data: Any) -> Fingerprint:
+        """The fingerprint from its JSON object; SchemaError (a ValueError) names a field
+        missing or of the wrong type."""
+        return decode(cls, data, "fingerprint")
+
 
 FIELD = "hydra.sweep.dir"
 ALLOWED = (
@@ -68,33 +138,29 @@ SHOWN_DIFFERENCES = 4
 
 
 def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) -> dict[str, Any]:
-    """What a later session must match: each job's composed config (MAY_CHANGE removed),
-    the machine identity and the code. ``invocation`` is
-    perflab.experiment.invocation.read_invocation()."""
+    """What a later session must match, as experiment.json stores it (Fingerprint's JSON
+    object): each job's composed config (MAY_CHANGE removed), the machine identity and
+    the code. ``invocation`` is perflab.experiment.invocation.read_invocation()."""
     targets = [t for cfg in configs.values() for t in codeprint.factories(cfg)]
     fp = {
         "configs": {name: _measured(cfg) for name, cfg in sorted(configs.items())},
-        "machine": machine(invocation),
+        "machine": encode(machine(invocation)),
         "code": codeprint.code_fingerprint(targets, invocation.get("cwd") or "."),
     }
     return json.loads(json.dumps(fp))  # as experiment.json will give it back (tuples, keys)
 
 
-def machine(invocation: dict[str, Any]) -> dict[str, Any]:
-    """MACHINE_KEYS, read in the sweep process from package metadata (the sweep process
+def machine(invocation: dict[str, Any]) -> Machine:
+    """This machine, read in the sweep process from package metadata (the sweep process
     does not import torch; the version string is torch.__version__'s, e.g. 2.13.0+cpu)."""
-    try:
-        perflab_version: str | None = metadata.version("perflab")
-    except metadata.PackageNotFoundError:
-        perflab_version = None
-    return {
-        "hostname": socket.gethostname(),
-        "python": platform.python_version(),
-        "torch": _version("torch"),
-        "perflab": perflab_version,
-        "cwd": invocation.get("cwd"),
-        "git_commit": invocation.get("git_commit"),
-    }
+    return Machine(
+        hostname=socket.gethostname(),
+        python=platform.python_version(),
+        torch=_version("torch"),
+        perflab=_version("perflab"),
+        cwd=invocation.get("cwd"),
+        git_commit=invocation.get("git_commit"),
+    )
 
 
 def _version(package: str) -> str | None:
@@ -123,21 +189,8 @@ def previous(sweep_dir: Path, plan: Plan, fp: dict[str, Any]) -> Experiment | No
                 f"{EXPERIMENT_FILE}, so nothing says which experiment they belong to",
             )
         return None
-    try:
-        old = Experiment.load(sweep_dir)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(
-            FIELD, str(sweep_dir), ALLOWED, f"its {EXPERIMENT_FILE} is unreadable ({exc})"
-        ) from exc
-    if not old.fingerprint:
-        raise ConfigError(
-            FIELD,
-            str(sweep_dir),
-            ALLOWED,
-            f"its {EXPERIMENT_FILE} has no fingerprint (written by a perflab that could not "
-            "resume), so it cannot be checked to be the same experiment",
-        )
-    found = differences(old, plan, fp)
+    old, before = _earlier(sweep_dir)
+    found = _differences(old.plan, before, plan, Fingerprint.from_json(fp))
     if found:
         shown = "; ".join(found[:SHOWN_DIFFERENCES])
         more = len(found) - SHOWN_DIFFERENCES
@@ -146,45 +199,78 @@ def previous(sweep_dir: Path, plan: Plan, fp: dict[str, Any]) -> Experiment | No
     return old
 
 
+def _earlier(sweep_dir: Path) -> tuple[Experiment, Fingerprint]:
+    """The experiment in ``sweep_dir`` and its fingerprint; ConfigError (exit 2) when
+    either cannot be read."""
+    try:
+        old = Experiment.load(sweep_dir)
+        before = Fingerprint.from_json(old.fingerprint) if old.fingerprint else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            FIELD, str(sweep_dir), ALLOWED, f"its {EXPERIMENT_FILE} is unreadable ({exc})"
+        ) from exc
+    if before is None:
+        raise ConfigError(
+            FIELD,
+            str(sweep_dir),
+            ALLOWED,
+            f"its {EXPERIMENT_FILE} has no fingerprint (written by a perflab that could not "
+            "resume), so it cannot be checked to be the same experiment",
+        )
+    return old, before
+
+
 def differences(old: Experiment, plan: Plan, fp: dict[str, Any]) -> list[str]:
-    """What differs between the experiment in a sweep directory and this one, each as
-    "what: before -> now"; empty when they are the same experiment."""
-    if _shape(old.plan) != _shape(plan):
-        before, now = [v.label for v in old.plan.variants], [v.label for v in plan.variants]
-        if before != now:
-            return [f"variants: {', '.join(before)} -> {', '.join(now)}"]
+    """What differs between the experiment in a sweep directory and this one (``fp``:
+    fingerprint()'s), each as "what: before -> now"; empty when they are the same
+    experiment."""
+    before = Fingerprint.from_json(old.fingerprint)
+    return _differences(old.plan, before, plan, Fingerprint.from_json(fp))
+
+
+def _differences(old_plan: Plan, before: Fingerprint, plan: Plan, now: Fingerprint) -> list[str]:
+    if _shape(old_plan) != _shape(plan):
+        old_labels, labels = [v.label for v in old_plan.variants], [v.label for v in plan.variants]
+        if old_labels != labels:
+            return [f"variants: {', '.join(old_labels)} -> {', '.join(labels)}"]
         return ["the plan (baselines, cells or swept keys) differs"]
-    found: list[str] = []
-    old_configs, new_configs = old.fingerprint.get("configs", {}), fp["configs"]
-    for name in sorted(set(old_configs) | set(new_configs)):
-        a, b = _flat(old_configs.get(name, {})), _flat(new_configs.get(name, {}))
-        for key in sorted(set(a) | set(b)):
-            if a.get(key, _ABSENT) != b.get(key, _ABSENT):
-                found.append(f"{key}: {_show(a.get(key, _ABSENT))} -> {_show(b.get(key, _ABSENT))}")
-    old_machine = old.fingerprint.get("machine", {})
-    for key in MACHINE_KEYS:
-        if old_machine.get(key, _ABSENT) != fp["machine"].get(key, _ABSENT):
-            found.append(
-                f"{key}: {_show(old_machine.get(key, _ABSENT))} -> "
-                f"{_show(fp['machine'].get(key, _ABSENT))}"
-            )
-    found += code_differences(old.fingerprint.get("code"), fp["code"])
+    found = config_differences(before.configs, now.configs)
+    found += machine_differences(before.machine, now.machine)
+    found += code_differences(before.code, now.code)
     return list(dict.fromkeys(found))  # a global setting differs in every job: say it once
 
 
-def code_differences(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+def config_differences(
+    before: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Every setting that differs between the jobs' configs, "key: before -> now"."""
+    found = []
+    for name in sorted(set(before) | set(now)):
+        a, b = _flat(before.get(name, {})), _flat(now.get(name, {}))
+        for key in sorted(set(a) | set(b)):
+            if a.get(key, _ABSENT) != b.get(key, _ABSENT):
+                found.append(f"{key}: {_show(a.get(key, _ABSENT))} -> {_show(b.get(key, _ABSENT))}")
+    return found
+
+
+def machine_differences(before: Machine, now: Machine) -> list[str]:
+    """Each of MACHINE_KEYS that differs, "key: before -> now"."""
+    pairs = [(key, getattr(before, key), getattr(now, key)) for key in MACHINE_KEYS]
+    return [f"{key}: {_show(a)} -> {_show(b)}" for key, a, b in pairs if a != b]
+
+
+def code_differences(before: CodePrint | None, now: CodePrint | None) -> list[str]:
     """What changed in the code the trials run, in words (the hashes say nothing)."""
-    if before is None:
+    if before is None or now is None:
         return ["code: not fingerprinted by the perflab that started this directory"]
     found = []
-    if before.get("perflab") != now.get("perflab"):
+    if before.perflab != now.perflab:
         found.append("code: perflab's own source files changed")
-    old_modules, new_modules = before.get("modules", {}), now.get("modules", {})
-    for target in sorted(set(old_modules) | set(new_modules)):
-        if old_modules.get(target, _ABSENT) != new_modules.get(target, _ABSENT):
+    for target in sorted(set(before.modules) | set(now.modules)):
+        if before.modules.get(target, _ABSENT) != now.modules.get(target, _ABSENT):
             found.append(f"code: the source of {target} changed")
-    found += _import_differences(before.get("imports"), now.get("imports"))
-    if before.get("worktree") != now.get("worktree"):
+    found += _import_differences(before.imports or {}, now.imports or {})
+    if before.worktree != now.worktree:
         found.append(
             "code: the uncommitted changes to Python files in the working directory's git "
             "work tree differ"
@@ -192,29 +278,25 @@ def code_differences(before: dict[str, Any] | None, now: dict[str, Any]) -> list
     return found
 
 
-def _import_differences(before: Any, now: Any) -> list[str]:
+def _import_differences(before: dict[str, Imported], now: dict[str, Imported]) -> list[str]:
     """The local modules the factories import (codeprint.local_imports) whose source
     changed, appeared or went, each named with the module importing it. A fingerprint
     from before perflab followed imports has none: read as no imports."""
-    old = before if isinstance(before, dict) else {}
-    new = now if isinstance(now, dict) else {}
     found = []
-    for name in sorted(set(old) | set(new)):
-        a, b = old.get(name), new.get(name)
-        a, b = (a if isinstance(a, dict) else {}), (b if isinstance(b, dict) else {})
-        if a.get("hash") != b.get("hash"):
-            by = b.get("by") or a.get("by")
-            found.append(f"code: the source of {name} (imported by {by}) changed")
+    for name in sorted(set(before) | set(now)):
+        a, b = before.get(name), now.get(name)
+        if a is None or b is None or a.hash != b.hash:
+            entry = b or a  # the name is in one of them at least
+            importer = entry.by if entry is not None else None
+            found.append(f"code: the source of {name} (imported by {importer}) changed")
     return found
 
 
-def _shape(plan: Plan) -> dict[str, Any]:
+def _shape(plan: Plan) -> Plan:
     """The plan without each job's overrides: those hold unswept settings too (e.g.
     schedule.max_rounds=40), which the configs compare, MAY_CHANGE applied."""
-    data = plan.to_dict()
-    for variant in data["variants"]:
-        variant.pop("overrides", None)
-    return data
+    variants = [dataclasses.replace(v, overrides=[]) for v in plan.variants]
+    return dataclasses.replace(plan, variants=variants)
 
 
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

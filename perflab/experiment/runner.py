@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perflab.analysis.summarize import Analysis
 from perflab.config.plan import Plan
 from perflab.config.schema import ScheduleConfig
 from perflab.errors import DiskFull, RecordError, no_space
@@ -78,9 +79,10 @@ def run_sweep(
             say(f"perflab: warning: {warning}")
     checked()
     start = time.monotonic()
-    summary = run_experiment(
+    analysis = run_experiment(
         setup.plan, setup.runs, setup.schedule, setup.sweep_dir, say, fingerprint, previous
     )
+    summary = analysis.summary
     rounds_s = time.monotonic() - start
     interrupted = summary.stop_reason == "interrupted"
     if setup.profile and not interrupted:
@@ -91,7 +93,7 @@ def run_sweep(
             say("perflab: profiling interrupted; the timed rounds are complete")
     profiles_s = time.monotonic() - start - rounds_s
     destroyed = destroyed_records(setup)
-    report, published = _write_reports(setup.sweep_dir, summary, setup.publish)
+    report, published = _write_reports(setup.sweep_dir, analysis, setup.publish)
     phases = {
         "experiment": rounds_s,
         "profiles": profiles_s,
@@ -130,7 +132,7 @@ def destroyed_records(setup: SweepSetup) -> list[str]:
 
 
 def _write_reports(
-    sweep_dir: Path, summary: Summary, publish: Path | None
+    sweep_dir: Path, analysis: Analysis, publish: Path | None
 ) -> tuple[Path, Path | None]:
     """The report in the sweep directory, and its copy in ``publish``. A disk that fills
     meanwhile stops the sweep like an interruption (the summary goes with the error, for
@@ -138,13 +140,13 @@ def _write_reports(
     from perflab.report import load, write_report
 
     try:
-        report = load(sweep_dir, summary)
+        report = load(sweep_dir, analysis.summary, analysis.records)
         return write_report(report), write_report(report, publish) if publish else None
     except OSError as exc:
         if no_space(exc):
             raise DiskFull(
                 f"no space left for the report ({exc.filename}); the records and "
                 f"summary.json are complete: free space, then run perflab-report {sweep_dir}",
-                summary.to_dict(),
+                analysis.summary.to_dict(),
             ) from exc
         raise

@@ -23,14 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perflab.config.plan import BUILTIN_TREATMENTS, Job, assignments, swept_keys
+from perflab.config.plan import BUILTIN_TREATMENTS, Job, assignments, build_plan, swept_keys
 from perflab.config.schema import PerflabConfig, ScaleOutConfig
 from perflab.config.user_code import workloads_named
 from perflab.errors import ConfigError
+from perflab.experiment import resume
+from perflab.experiment.invocation import read_invocation
 from perflab.experiment.runner import SweepSetup
-from perflab.formats.json_file import read_json
-from perflab.formats.records import write_json_atomic
-from perflab.formats.sweepdir import GROUPS_DIR, GROUPS_FILE, SUBMITIT_DIR
+from perflab.experiment.schedule import check_all, make_runs
+from perflab.formats.groups import (
+    DONE,
+    FAILED,
+    PENDING,
+    GroupEntry,
+    GroupOutcome,
+    read_groups,
+    write_groups,
+)
+from perflab.formats.sweepdir import GROUPS_DIR, SUBMITIT_DIR
+from perflab.report.merge import write_merged_report
 
 
 @dataclass
@@ -87,7 +98,7 @@ def split(jobs: list[Job], group_by: list[str]) -> list[Group]:
     return [Group(key, members) for key, members in groups.items()]
 
 
-def run_group(task: GroupTask) -> dict[str, Any]:
+def run_group(task: GroupTask) -> GroupOutcome:
     """One group's whole experiment, in its job: rounds, profiles, its own report. A
     re-run into the same sweep directory resumes the group (perflab.experiment.resume);
     Ctrl-C or SIGTERM (how SLURM stops a job) keeps the finished trials and writes the
@@ -100,19 +111,15 @@ def run_group(task: GroupTask) -> dict[str, Any]:
     start = time.monotonic()
     with exits.sigterm_interrupts():
         result = run_sweep(task.sweep, _prefixed(task.key))
-    sweep_dir = task.sweep.sweep_dir
-    return {
-        "key": task.key,
-        "dir": sweep_dir.name,
-        "hostname": socket.gethostname(),
-        "stop_reason": "interrupted" if result.interrupted else result.summary.stop_reason,
-        "failed": [v.label for v in result.summary.variants if v.failed],
-        # finished trials whose records were destroyed while the group ran
-        "destroyed": result.destroyed,
-        "report": str(result.report.relative_to(sweep_dir)),
-        "seconds": round(time.monotonic() - start, 3),
-        "phases_s": result.phases_s,
-    }
+    return GroupOutcome(
+        hostname=socket.gethostname(),
+        stop_reason="interrupted" if result.interrupted else result.summary.stop_reason,
+        failed=[v.label for v in result.summary.variants if v.failed],
+        destroyed=result.destroyed,
+        report=str(result.report.relative_to(task.sweep.sweep_dir)),
+        seconds=round(time.monotonic() - start, 3),
+        phases_s=result.phases_s,
+    )
 
 
 def _prefixed(key: str) -> Callable[[str], None]:
@@ -162,14 +169,14 @@ def run_groups(
     cfg: ScaleOutConfig,
     sweep_dir: Path,
     say: Callable[[str], None],
-) -> list[dict[str, Any]]:
+) -> list[GroupEntry]:
     """Submit every group's job (at most max_parallel at once locally), wait for all, and
     write groups.json. A group whose job fails is recorded as failed; the rest go on."""
     executor = make_executor(cfg, sweep_dir / SUBMITIT_DIR)
     slurm = cfg.executor == "slurm"
     # SLURM queues and runs jobs itself; the local executor would run them all at once
     window = len(tasks) if slurm else cfg.max_parallel
-    results: list[dict[str, Any]] = []
+    results: list[GroupEntry] = []
     pending = list(tasks)
     running: list[tuple[GroupTask, Any, float]] = []
     try:
@@ -261,7 +268,7 @@ def _until_done(job: Any, slurm: bool) -> str | None:
 
 def _wait(
     task: GroupTask, job: Any, submitted: float, say: Callable[[str], None], slurm: bool = False
-) -> dict[str, Any]:
+) -> GroupEntry:
     ended = _until_done(job, slurm)
     if ended:
         # not job.result(): it waits until done(), which without sacct never comes
@@ -269,42 +276,41 @@ def _wait(
         error = f"SLURM job ended ({ended}) without a result; its log: {job.paths.stderr}"
         return _failed(task, job, error)
     try:
-        result: dict[str, Any] = job.result()
+        outcome: GroupOutcome = job.result()
     except Exception as exc:  # noqa: BLE001 - one lost group must not lose the others
         first = str(exc).strip().splitlines()
         say(f"group {task.key}: job {job.job_id} FAILED: {first[-1] if first else exc}")
         return _failed(task, job, str(exc)[-2000:])
-    result.update(
+    say(f"group {task.key}: ended on {outcome.hostname} ({outcome.stop_reason})")
+    return GroupEntry(
+        key=task.key,
+        dir=task.sweep.sweep_dir.name,
+        outcome=outcome,
         job_id=str(job.job_id),
-        state="done",
+        state=DONE,
         # job start-up, waiting and collecting: the cost of running as a job
-        overhead_s=round(time.monotonic() - submitted - result["seconds"], 3),
+        overhead_s=round(time.monotonic() - submitted - outcome.seconds, 3),
     )
-    say(f"group {task.key}: ended on {result['hostname']} ({result['stop_reason']})")
-    return result
 
 
-def _failed(task: GroupTask, job: Any, error: str) -> dict[str, Any]:
-    return {
-        "key": task.key,
-        "dir": task.sweep.sweep_dir.name,
-        "job_id": str(job.job_id),
-        "state": "failed",
-        "error": error,
-    }
-
-
-def _write_index(sweep_dir: Path, tasks: list[GroupTask], results: list[dict[str, Any]]) -> None:
-    done = {r["key"]: r for r in results}
-    write_json_atomic(
-        sweep_dir / GROUPS_FILE,
-        {
-            "groups": [
-                done.get(t.key, {"key": t.key, "dir": t.sweep.sweep_dir.name, "state": "pending"})
-                for t in tasks
-            ]
-        },
+def _failed(task: GroupTask, job: Any, error: str) -> GroupEntry:
+    return GroupEntry(
+        key=task.key,
+        dir=task.sweep.sweep_dir.name,
+        job_id=str(job.job_id),
+        state=FAILED,
+        error=error,
     )
+
+
+def _write_index(sweep_dir: Path, tasks: list[GroupTask], results: list[GroupEntry]) -> None:
+    """groups.json: each task's entry, PENDING until its job has ended."""
+    done = {r.key: r for r in results}
+    write_groups(sweep_dir, [done.get(t.key) or _pending(t) for t in tasks])
+
+
+def _pending(task: GroupTask) -> GroupEntry:
+    return GroupEntry(key=task.key, dir=task.sweep.sweep_dir.name, state=PENDING)
 
 
 def group_dir(sweep_dir: Path, group: Group) -> Path:
@@ -325,74 +331,103 @@ class Member:
 
 def launch_groups(
     members: list[Member], sweep_dir: Path, say: Callable[[str], None]
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[GroupEntry], bool]:
     """Plan every group, check it, submit the groups' jobs, merge their reports; return
-    the groups' results and whether the run was interrupted."""
-    from perflab.config.plan import build_plan
-    from perflab.experiment import resume
-    from perflab.experiment.invocation import read_invocation
-    from perflab.experiment.schedule import check_all, make_runs
-    from perflab.report.merge import write_merged_report
-
+    the groups' entries and whether the run was interrupted."""
     first = members[0].config
-    cfg, sched = first.scaleout, first.schedule
-    check_group_by(cfg.group_by, [m.job for m in members], dict(sched.treatments))
-    by_name = {str(m.job.num): m for m in members}
-    invocation = read_invocation()
+    cfg = first.scaleout
+    check_group_by(cfg.group_by, [m.job for m in members], dict(first.schedule.treatments))
+    sweep = _Sweep({str(m.job.num): m for m in members}, first, read_invocation(), sweep_dir)
     tasks = []
     for group in split([m.job for m in members], cfg.group_by):
-        directory = group_dir(sweep_dir, group)
-        plan = build_plan(group.jobs, dict(sched.treatments), sched.sentinel)
-        names = [str(j.num) for j in group.jobs]
-        runs = make_runs(
-            plan,
-            {n: by_name[n].config for n in names},
-            {n: by_name[n].config_dict for n in names},
-            {n: by_name[n].choices for n in names},
-            invocation,
-            directory,
-        )
-        configs = {n: by_name[n].config_dict for n in names}
+        setup = _group_setup(group, sweep)
         if cfg.executor == "local":
             # this machine runs the groups: check here, before anything is submitted
             # (the job checks again, and on SLURM only the job can)
-            resume.previous(directory, plan, resume.fingerprint(configs, invocation))
-            # each variant's check logs into its directory, and perflab.process.isolation creates
-            # only the last level of a log's path: the group's directory must exist
-            directory.mkdir(parents=True, exist_ok=True)
-            for warning in sorted({w for ws in check_all(runs).values() for w in ws}):
+            for warning in _checked_here(setup):
                 say(f"perflab: warning: {warning}")
-        for variant in plan.variants:
-            by_name[variant.source].save_hydra_files(directory / variant.dir)
-        tasks.append(
-            GroupTask(
-                group.key,
-                SweepSetup(
-                    plan,
-                    runs,
-                    sched,
-                    directory,
-                    configs,
-                    invocation,
-                    first.profile,
-                    check=cfg.executor != "local",
-                ),
-            )
-        )
-    models = workloads_named([(m.choices.get("model", "?"), m.config) for m in members])
-    say(
-        f"perflab: {len(members)} variant(s) of {models} in {len(tasks)} group(s) by "
-        f"{', '.join(cfg.group_by)}; each group is one {cfg.executor} job with its own "
-        f"interleaved rounds and A/A sentinel; sweep directory {sweep_dir}"
-    )
-    interrupted = False
-    try:
-        results = run_groups(tasks, cfg, sweep_dir, say)
-    except KeyboardInterrupt:
-        interrupted = True
-        results = read_json(sweep_dir / GROUPS_FILE)["groups"]
-    interrupted = interrupted or any(r.get("stop_reason") == "interrupted" for r in results)
+        for variant in setup.plan.variants:
+            sweep.members[variant.source].save_hydra_files(setup.sweep_dir / variant.dir)
+        tasks.append(GroupTask(group.key, setup))
+    say(_announcement(members, len(tasks), cfg, sweep_dir))
+    results, interrupted = _run_to_the_end(tasks, cfg, sweep_dir, say)
     say(f"report: {write_merged_report(sweep_dir)}")
     if first.report.dir:
         say(f"report published: {write_merged_report(sweep_dir, Path(first.report.dir))}")
     return results, interrupted
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """What every group's sweep is made from."""
+
+    # the composed jobs, by job number ("0", "1", ...)
+    members: dict[str, Member]
+    # the first job's config: the schedule, profile and scale-out every job shares
+    first: PerflabConfig
+    # perflab.experiment.invocation.read_invocation(), once for every group
+    invocation: dict[str, Any]
+    sweep_dir: Path
+
+
+def _group_setup(group: Group, sweep: _Sweep) -> SweepSetup:
+    """The group's own sweep: its plan, a run per variant, in its directory."""
+    sched = sweep.first.schedule
+    directory = group_dir(sweep.sweep_dir, group)
+    plan = build_plan(group.jobs, dict(sched.treatments), sched.sentinel)
+    members = {str(j.num): sweep.members[str(j.num)] for j in group.jobs}
+    configs = {n: m.config_dict for n, m in members.items()}
+    runs = make_runs(
+        plan,
+        {n: m.config for n, m in members.items()},
+        configs,
+        {n: m.choices for n, m in members.items()},
+        sweep.invocation,
+        directory,
+    )
+    local = sweep.first.scaleout.executor == "local"
+    return SweepSetup(
+        plan,
+        runs,
+        sched,
+        directory,
+        configs,
+        sweep.invocation,
+        sweep.first.profile,
+        check=not local,
+    )
+
+
+def _checked_here(setup: SweepSetup) -> list[str]:
+    """The group's resume check and settings check, run on this machine; the warnings of
+    its variants' settings checks, sorted, each once. ConfigError when the group's
+    directory holds another experiment."""
+    fingerprint = resume.fingerprint(setup.configs, setup.invocation)
+    resume.previous(setup.sweep_dir, setup.plan, fingerprint)
+    # each variant's check logs into its directory, and perflab.process.isolation creates
+    # only the last level of a log's path: the group's directory must exist
+    setup.sweep_dir.mkdir(parents=True, exist_ok=True)
+    return sorted({w for ws in check_all(setup.runs).values() for w in ws})
+
+
+def _announcement(members: list[Member], groups: int, cfg: ScaleOutConfig, sweep_dir: Path) -> str:
+    """What will run, and how, in one line."""
+    models = workloads_named([(m.choices.get("model", "?"), m.config) for m in members])
+    return (
+        f"perflab: {len(members)} variant(s) of {models} in {groups} group(s) by "
+        f"{', '.join(cfg.group_by)}; each group is one {cfg.executor} job with its own "
+        f"interleaved rounds and A/A sentinel; sweep directory {sweep_dir}"
+    )
+
+
+def _run_to_the_end(
+    tasks: list[GroupTask], cfg: ScaleOutConfig, sweep_dir: Path, say: Callable[[str], None]
+) -> tuple[list[GroupEntry], bool]:
+    """Every group's entry once its job has ended, and whether the run was interrupted:
+    by Ctrl-C here (the entries are then groups.json's, as run_groups left it), or in a
+    group's own experiment."""
+    try:
+        results = run_groups(tasks, cfg, sweep_dir, say)
+    except KeyboardInterrupt:
+        return read_groups(sweep_dir), True
+    return results, any(r.interrupted for r in results)

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from perflab.analysis import sessions, stats, trials
-from perflab.analysis.summarize import Experiment, analyze, load_trials, rounds_per_unit
+from perflab.analysis.summarize import Analysis, analysis_of
+from perflab.analysis.sweep import (
+    Experiment,
+    ResumedSession,
+    ScheduleSettings,
+    SweepRecords,
+    read_records,
+)
 from perflab.config.plan import SENTINEL, Plan
 from perflab.config.schema import PerflabConfig, ScheduleConfig
 from perflab.config.user_code import user_code
@@ -37,7 +44,6 @@ from perflab.errors import (
 )
 from perflab.experiment.settle import settle
 from perflab.formats.records import TrialRecord, load_record, write_json_atomic, write_record
-from perflab.formats.summary import Summary
 from perflab.formats.sweepdir import (
     CHECK_LOG,
     EXPERIMENT_FILE,
@@ -140,7 +146,7 @@ def _name_the_factory_that_ends_the_process(run: VariantRun) -> None:
 
 def _per_unit(sched: ScheduleConfig) -> int:
     """Rounds per unit of the analysis, as it reads them from experiment.json."""
-    return rounds_per_unit(dataclasses.asdict(sched))
+    return ScheduleSettings.from_config(sched).rounds_per_unit
 
 
 class Workers:
@@ -298,9 +304,13 @@ class _Session:
         sweep_dir: Path,
         fingerprint: dict[str, Any],
         previous: Experiment | None,
+        kept: SweepRecords | None = None,
     ) -> None:
         self.plan, self.sweep_dir, self.fingerprint = plan, sweep_dir, fingerprint
-        self.schedule = dataclasses.asdict(sched)
+        self.schedule = ScheduleSettings.from_config(sched)
+        # the records on disk when it began (a resumed sweep), read once: their warnings
+        # are not repeated when the records are read at the end
+        self.read_at_start = kept
         self.prior_s = previous.elapsed_s if previous else 0.0
         self.round_s = list(previous.round_s) if previous else []
         self.resumed = list(previous.resumed) if previous else []
@@ -329,7 +339,7 @@ class _Session:
     def note_resume(self, round_: int, kept: int) -> None:
         if kept and not self.ran:
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.resumed.append({"at_round": round_, "trials_kept": kept, "at": at})
+            self.resumed.append(ResumedSession(round_, kept, at))
 
     @property
     def index(self) -> int:
@@ -383,8 +393,9 @@ def run_experiment(
     say: Callable[[str], None],
     fingerprint: dict[str, Any] | None = None,
     previous: Experiment | None = None,
-) -> Summary:
-    """Run rounds until the stopping rule says stop; write and return the summary.
+) -> Analysis:
+    """Run rounds until the stopping rule says stop; write the summary and return it,
+    with the records it was computed from (for the report: perflab.report.load).
 
     With ``previous`` (the experiment.json of this same experiment, as checked by
     perflab.experiment.resume.previous), the trials already on disk are kept: the rounds are
@@ -393,9 +404,10 @@ def run_experiment(
     run with stop_reason "interrupted": the trial in progress is killed and leaves no
     record, and the summary of the finished ones is written and returned.
     """
-    session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous)
     # only a caller that checked the directory holds this experiment resumes it
-    done = load_trials(sweep_dir, plan) if previous else {v.name: {} for v in plan.variants}
+    kept = read_records(sweep_dir, previous) if previous else None
+    session = _Session(plan, sched, sweep_dir, fingerprint or {}, previous, kept)
+    done = kept.trials if kept else {v.name: {} for v in plan.variants}
     rounds = _Rounds(plan, runs, sched, session, done, say)
     if rounds.kept:
         say(
@@ -416,7 +428,7 @@ def run_experiment(
     except OutputLost as exc:
         # OutputLost carries summary.json's object (perflab.errors sits below the model)
         lost = _finish_lost(session, exc, rounds.complete)
-        exc.summary = lost.to_dict() if lost is not None else None
+        exc.summary = lost.summary.to_dict() if lost is not None else None
         raise
     finally:
         workers.close()  # no worker outlives its sweep, however it ends
@@ -534,15 +546,15 @@ def _should_stop(
     return ""
 
 
-def _finish(session: _Session, stop: str, rounds: int) -> Summary:
+def _finish(session: _Session, stop: str, rounds: int) -> Analysis:
     """Record how the run ended and write the summary of what is on disk."""
     experiment = session.save(stop, rounds)
-    summary = analyze(experiment, load_trials(session.sweep_dir, session.plan))
-    write_results(session.sweep_dir / SUMMARY_FILE, summary.to_dict())
-    return summary
+    analysis = analysis_of(read_records(session.sweep_dir, experiment, session.read_at_start))
+    write_results(session.sweep_dir / SUMMARY_FILE, analysis.summary.to_dict())
+    return analysis
 
 
-def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> Summary | None:
+def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> Analysis | None:
     """The summary of the trials on disk when results could no longer be written: saved
     too if the disk takes it (each file whole or not at all), never into a directory
     that was deleted (that would recreate it)."""
@@ -553,7 +565,7 @@ def _finish_lost(session: _Session, exc: OutputLost, rounds: int) -> Summary | N
         return _finish(session, stop, rounds)
     except DiskFull:
         experiment = session.experiment(stop, rounds)
-        return analyze(experiment, load_trials(session.sweep_dir, session.plan))
+        return analysis_of(read_records(session.sweep_dir, experiment, session.read_at_start))
 
 
 def run_profiles(plan: Plan, runs: dict[str, VariantRun], say: Callable[[str], None]) -> None:

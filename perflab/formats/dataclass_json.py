@@ -34,6 +34,22 @@ class SchemaError(ValueError):
     (``comparisons[0].speedup``), its value and the problem."""
 
 
+def read_version(
+    data: Any, current: int, supported: tuple[int, ...], absent: int | None = 1
+) -> int:
+    """The schema_version of a file's JSON object (``absent`` when it has none; None:
+    it must have one); SchemaError for a version this perflab does not read, saying
+    when a newer perflab wrote it. One rule for every versioned file."""
+    version = data.get("schema_version", absent) if isinstance(data, dict) else absent
+    if type(version) is not int or version not in supported:
+        newer = type(version) is int and version > current
+        raise SchemaError(
+            f"schema_version={version!r} is not supported by this perflab (reads "
+            f"{', '.join(map(str, supported))})" + ("; upgrade perflab to read it" if newer else "")
+        )
+    return version
+
+
 def inline(marker: str, absent: dict[str, Any] | None = None) -> Any:
     """A nested dataclass written inline, present when the object holds ``marker``; an
     optional one (``absent`` given) is None otherwise and then writes ``absent``."""

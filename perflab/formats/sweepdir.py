@@ -2,12 +2,13 @@
 is written, and the lock that keeps one perflab per sweep directory.
 
     SWEEP/                       hydra.sweep.dir
-      .perflab.lock              LOCK_FILE: who is running here
+      .perflab.lock              LOCK_FILE: who is running here (LockHolder)
       experiment.json            EXPERIMENT_FILE: the plan, the stop, the fingerprint
       summary.json               SUMMARY_FILE: the analysis (python -m perflab.report)
       report.md  *.csv  *.png    REPORT_FILE and the report's exports and plots
       console.log                CONSOLE_LOG: everything perflab printed
       groups.json  groups/KEY/   GROUPS_FILE, GROUPS_DIR: a sweep split by scaleout.group_by
+                                 (groups.json: perflab.formats.groups)
       JOB/                       one Hydra job (variant) per directory: 0, 1, ...
         .hydra/                  Hydra's composed config of the job
         check.log                CHECK_LOG: what the settings check printed
@@ -41,10 +42,12 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from perflab.errors import ConfigError, OutsideSweep
+from perflab.formats.dataclass_json import decode, encode
 from perflab.formats.json_file import read_json
 
 # --- names ------------------------------------------------------------------------------
@@ -225,6 +228,21 @@ def _is_ours(
     return not names or any(marker in names for marker in markers)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LockHolder:
+    """The note a perflab leaves in LOCK_FILE while it holds the lock (emptied when it
+    lets go): who is running in the directory."""
+
+    # its process id
+    pid: int
+    # the host it runs on
+    host: str
+    # when it took the lock (ISO 8601, UTC, seconds)
+    since: str
+    # its command line, cut to 500 characters
+    command: str
+
+
 class SweepLock:
     """An exclusive lock on a sweep directory for as long as this perflab works in it."""
 
@@ -233,7 +251,7 @@ class SweepLock:
         self.field = field
         self._fd: int | None = None
         # who held the lock before, if a run that ended without releasing it left a note
-        self.stale: dict[str, object] | None = None
+        self.stale: LockHolder | None = None
 
     def acquire(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +270,7 @@ class SweepLock:
             if exc.errno == errno.ENOLCK:  # a file system without locks (some NFS)
                 return self
             raise
-        self.stale = _read_holder(self.path) or None
+        self.stale = _read_holder(self.path)
         _write_holder(fd)
         self._fd = fd
         return self
@@ -267,8 +285,7 @@ class SweepLock:
     def _busy(self) -> ConfigError:
         holder = _read_holder(self.path)
         who = (
-            f"perflab (pid {holder.get('pid')} on {holder.get('host')}, since "
-            f"{holder.get('since')}: {holder.get('command')})"
+            f"perflab (pid {holder.pid} on {holder.host}, since {holder.since}: {holder.command})"
             if holder
             else "another perflab"
         )
@@ -306,19 +323,20 @@ class SweepLock:
 
 
 def _write_holder(fd: int) -> None:
-    holder = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["perflab", *sys.argv[1:]])[:500],
-    }
+    holder = LockHolder(
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        since=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=" ".join(["perflab", *sys.argv[1:]])[:500],
+    )
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(holder).encode(), 0)
+    os.pwrite(fd, json.dumps(encode(holder)).encode(), 0)
 
 
-def _read_holder(path: Path) -> dict[str, object]:
+def _read_holder(path: Path) -> LockHolder | None:
+    """The note in the lock file; None when there is none (an empty file: nobody holds
+    the lock) or it is not a holder's note."""
     try:
-        data = read_json(path)  # an empty file (nobody holds the lock) is not JSON
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return decode(LockHolder, read_json(path))
+    except (OSError, ValueError):  # not JSON, or a note of other keys (SchemaError)
+        return None

@@ -43,7 +43,7 @@ PRELOAD = [
     "torch.optim",
     "hydra.utils",
     "perflab.measure.trial",
-    "perflab.measure.profiled",
+    "perflab.measure.profiling_pass",
     # last: freezes what the imports above left alive (its docstring says why)
     "perflab.process.frozen_heap",
 ]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # imported where a trial runs: this module stays light
 
 # the functions a trial process runs, resolved there (perflab.process.isolation)
 RUN_TRIAL = "perflab.measure.trial:run_trial"
-RUN_PROFILE = "perflab.measure.profiled:run_profile"
+RUN_PROFILE = "perflab.measure.profiling_pass:run_profile"
 CHECK_SETTINGS = "perflab.measure.preflight:check_settings"
 
 

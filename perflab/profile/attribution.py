@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from perflab.formats.profile_json import Busy, KernelRow, OpRow, RangeRow
 from perflab.profile.families import classify, union_us
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -114,9 +115,10 @@ def family_totals(events: list[DeviceEvent]) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def operator_table(events: list[DeviceEvent], top: int) -> list[dict[str, Any]]:
+def operator_table(events: list[DeviceEvent], top: int) -> list[OpRow]:
     """Device time per launching operator: the operators whose kernels took the time.
-    Kernels launched outside any operator are listed under their own short name."""
+    Kernels launched outside any operator are listed under their own short name. The
+    CPU columns are the operator table's (perflab.profile.capture fills them in)."""
     time: dict[str, float] = defaultdict(float)
     launches: dict[str, set[int]] = defaultdict(set)
     kernels: Counter[str] = Counter()
@@ -130,18 +132,21 @@ def operator_table(events: list[DeviceEvent], top: int) -> list[dict[str, Any]]:
             launches[key].add(e.launch_id)
     ranked = sorted(time, key=lambda k: -time[k])[:top]
     return [
-        {
-            "name": k,
-            "family": families[k].most_common(1)[0][0],
-            "calls": len(launches[k]) or kernels[k],
-            "kernels": kernels[k],
-            "self_device_us": time[k],
-        }
+        OpRow(
+            name=k,
+            family=families[k].most_common(1)[0][0],
+            calls=len(launches[k]) or kernels[k],
+            kernels=kernels[k],
+            self_device_us=time[k],
+            self_cpu_us=0.0,
+            self_cpu_memory_bytes=0,
+            input_shapes="",
+        )
         for k in ranked
     ]
 
 
-def kernel_table(events: list[DeviceEvent], top: int) -> list[dict[str, Any]]:
+def kernel_table(events: list[DeviceEvent], top: int) -> list[KernelRow]:
     """Device time per kernel (short name) and launching operator: the same generic
     kernel (at::native::vectorized_elementwise_kernel) is a dtype conversion under
     aten::copy_ and arithmetic under aten::mul."""
@@ -155,18 +160,18 @@ def kernel_table(events: list[DeviceEvent], top: int) -> list[dict[str, Any]]:
         family[key] = e.family  # one launcher and one name: one family
     ranked = sorted(time, key=lambda k: -time[k])[:top]
     return [
-        {
-            "name": name,
-            "family": family[(name, launcher)],
-            "count": count[(name, launcher)],
-            "device_us": time[(name, launcher)],
-            "launched_by": launcher,
-        }
+        KernelRow(
+            name=name,
+            family=family[(name, launcher)],
+            count=count[(name, launcher)],
+            device_us=time[(name, launcher)],
+            launched_by=launcher,
+        )
         for name, launcher in ranked
     ]
 
 
-def host_table(trace: dict[str, Any], top: int) -> list[dict[str, Any]]:
+def host_table(trace: dict[str, Any], top: int) -> list[RangeRow]:
     """Host-side annotation ranges (record_function) by name: CPU wall time inside
     them, not device work. Numbered ones (ProfilerStep#N) are one row."""
     time: dict[str, float] = defaultdict(float)
@@ -177,7 +182,7 @@ def host_table(trace: dict[str, Any], top: int) -> list[dict[str, Any]]:
             time[key] += float(e.get("dur", 0.0))
             count[key] += 1
     ranked = sorted(time, key=lambda k: -time[k])[:top]
-    return [{"name": k, "count": count[k], "cpu_us": time[k]} for k in ranked]
+    return [RangeRow(name=k, count=count[k], cpu_us=time[k]) for k in ranked]
 
 
 def step_windows(trace: dict[str, Any]) -> list[tuple[float, float]]:
@@ -189,7 +194,7 @@ def step_windows(trace: dict[str, Any]) -> list[tuple[float, float]]:
     ]
 
 
-def device_busy(events: list[DeviceEvent], windows: list[tuple[float, float]]) -> dict[str, Any]:
+def device_busy(events: list[DeviceEvent], windows: list[tuple[float, float]]) -> Busy:
     """How much of the profiled steps the device was busy with kernels, copies and
     fills (overlaps counted once), measured the way HolisticTraceAnalysis's temporal
     breakdown does: from the first device event to the last, so the host time before
@@ -197,15 +202,15 @@ def device_busy(events: list[DeviceEvent], windows: list[tuple[float, float]]) -
     spans = [(e.start_us, e.start_us + e.duration_us) for e in events]
     durations = sorted(e.duration_us for e in events)
     if not spans:
-        return {
-            "basis": "CUDA kernels, copies and fills (none recorded)",
-            "window_us": 0.0,
-            "busy_us": 0.0,
-            "idle_us": 0.0,
-            "busy_share": None,
-            "intervals": 0,
-            "median_interval_us": None,
-        }
+        return Busy(
+            basis="CUDA kernels, copies and fills (none recorded)",
+            window_us=0.0,
+            busy_us=0.0,
+            idle_us=0.0,
+            busy_share=None,
+            intervals=0,
+            median_interval_us=None,
+        )
     if windows:
         lo, hi = min(s for s, _ in windows), max(e for _, e in windows)
         inside = [(s, e) for s, e in spans if e > lo and s < hi]
@@ -213,26 +218,44 @@ def device_busy(events: list[DeviceEvent], windows: list[tuple[float, float]]) -
     window = (min(s for s, _ in spans), max(e for _, e in spans))
     busy_us = union_us(spans, window)
     window_us = window[1] - window[0]
-    return {
-        "basis": "CUDA kernels, copies and fills, from the first to the last of them",
-        "window_us": window_us,
-        "busy_us": busy_us,
-        "idle_us": window_us - busy_us,
-        "busy_share": busy_us / window_us if window_us else None,
-        "intervals": len(spans),
-        "median_interval_us": durations[len(durations) // 2],
-    }
+    return Busy(
+        basis="CUDA kernels, copies and fills, from the first to the last of them",
+        window_us=window_us,
+        busy_us=busy_us,
+        idle_us=window_us - busy_us,
+        busy_share=busy_us / window_us if window_us else None,
+        intervals=len(spans),
+        median_interval_us=durations[len(durations) // 2],
+    )
 
 
-def attribute(trace: dict[str, Any], top: int) -> dict[str, Any]:
-    """The device side of profile.json from a CUDA trace: families, operators, kernels,
-    host annotations, busy/idle, and the trace's own device total to check them by."""
+@dataclass(frozen=True)
+class DeviceSide:
+    """What profile.json holds of a CUDA trace: families, operators, kernels, host
+    annotations, busy/idle, and the trace's own device total to check them by."""
+
+    # device time per family, us, largest first; every event counted once
+    families_us: dict[str, float]
+    # the trace's kernel, copy and fill time, us
+    device_total_us: float
+    # the costliest launching operators (their CPU columns left at 0)
+    top_ops: list[OpRow]
+    # the costliest kernels with their launching operators
+    top_kernels: list[KernelRow]
+    # host-side record_function ranges
+    host_annotations: list[RangeRow]
+    # device busy and idle time of the profiled steps
+    busy: Busy
+
+
+def attribute(trace: dict[str, Any], top: int) -> DeviceSide:
+    """The device side of profile.json from a CUDA trace."""
     events = device_events(trace)
-    return {
-        "families_us": family_totals(events),
-        "device_total_us": sum(e.duration_us for e in events),
-        "top_ops": operator_table(events, top),
-        "top_kernels": kernel_table(events, top),
-        "host_annotations": host_table(trace, top),
-        "busy": device_busy(events, step_windows(trace)),
-    }
+    return DeviceSide(
+        families_us=family_totals(events),
+        device_total_us=sum(e.duration_us for e in events),
+        top_ops=operator_table(events, top),
+        top_kernels=kernel_table(events, top),
+        host_annotations=host_table(trace, top),
+        busy=device_busy(events, step_windows(trace)),
+    )

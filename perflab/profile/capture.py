@@ -4,8 +4,9 @@ Profiling costs time (every op is recorded), so it never shares a process with a
 trial and its numbers never enter the statistics. The trial builds the variant exactly
 like a timed one, runs its first call, then steps under a profiler schedule (wait,
 warm-up, active), with a record_function range around every phase of the step. It
-writes a compressed Chrome/Perfetto trace and a JSON profile record with the operator
-table (read from that trace: perflab.profile.operators) and the time per kernel family.
+writes a compressed Chrome/Perfetto trace and profile.json (perflab.formats.profile_json)
+with the operator table (read from that trace: perflab.profile.operators) and the time
+per kernel family.
 """
 
 from __future__ import annotations
@@ -18,15 +19,25 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from perflab.config.schema import ProfilingConfig
 from perflab.formats.atomic import replaced_whole
-from perflab.formats.records import write_json_atomic
+from perflab.formats.profile_json import (
+    TOP_OPS,
+    Busy,
+    MemorySnapshot,
+    OpRow,
+    Overhead,
+    Profile,
+    RangeRow,
+    TraceFile,
+)
 from perflab.formats.sweepdir import TRACE_DIR, TRACE_FILE
-from perflab.profile.families import OpRow, family_times
-from perflab.profile.profile_file import PROFILE_SCHEMA_VERSION, TOP_OPS
+from perflab.profile.attribution import DeviceSide
+from perflab.profile.families import family_times
 
 PHASE_PREFIX = "perflab/"
 
@@ -64,13 +75,11 @@ def profile_steps(
     source: Iterator[Any],
     phases: tuple[str, ...],
     device: str,
-    schedule: dict[str, int],
-    shapes: bool,
-    memory: bool,
-    stacks: bool,
+    settings: ProfilingConfig,
 ) -> tuple[Any, float]:
-    """Run wait + warmup + active steps under the profiler; return the profiler and the
-    mean wall time of the active (recorded) steps, in seconds."""
+    """Run wait + warmup + active steps under the profiler (``settings``: the schedule
+    and what to record); return the profiler and the mean wall time of the active
+    (recorded) steps, in seconds."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import schedule as make_schedule
@@ -80,18 +89,20 @@ def profile_steps(
         activities.append(ProfilerActivity.CUDA)
     marks = PhaseMarks(phases)
     recorded: list[float] = []
-    first_active = schedule["wait"] + schedule["warmup"]
+    first_active = settings.wait + settings.warmup
     with (
         _quiet_stderr(),
         profile(
             activities=activities,
-            schedule=make_schedule(**schedule, repeat=1),
-            record_shapes=shapes,
-            profile_memory=memory,
-            with_stack=stacks,
+            schedule=make_schedule(
+                wait=settings.wait, warmup=settings.warmup, active=settings.active, repeat=1
+            ),
+            record_shapes=settings.shapes,
+            profile_memory=settings.memory,
+            with_stack=settings.stacks,
         ) as prof,
     ):
-        for i in range(first_active + schedule["active"]):
+        for i in range(first_active + settings.active):
             start = time.perf_counter()
             marks.begin_step()
             step(source, marks)
@@ -167,88 +178,91 @@ def _with_first_key(key: str, value: Any, text: bytes) -> bytes:
     return b"{" + entry + (b"" if rest.lstrip().startswith(b"}") else b",") + rest
 
 
-def write_trace(exported: ExportedTrace, profile_dir: Path, max_bytes: int) -> dict[str, Any]:
+def write_trace(exported: ExportedTrace, profile_dir: Path, max_bytes: int) -> TraceFile:
     """Write the trace's text gzipped into profile_dir/trace/ and keep it only within the
-    size bound; "trace" is its path relative to profile_dir."""
+    size bound; its ``trace`` is its path relative to profile_dir."""
     directory = profile_dir / TRACE_DIR
     directory.mkdir(parents=True, exist_ok=True)
     packed = gzip.compress(exported.text, compresslevel=6)
     if len(packed) > max_bytes:
         directory.rmdir()
-        return {
-            "trace": None,
-            "trace_bytes": len(packed),
-            "trace_note": f"trace of {len(packed)} bytes exceeds the {max_bytes}-byte "
+        return TraceFile(
+            trace=None,
+            trace_bytes=len(packed),
+            trace_note=f"trace of {len(packed)} bytes exceeds the {max_bytes}-byte "
             "bound; lower profile.active or turn off shapes/stacks",
-        }
+        )
     with replaced_whole(directory / TRACE_FILE) as tmp:
         tmp.write_bytes(packed)
-    return {"trace": f"{TRACE_DIR}/{TRACE_FILE}", "trace_bytes": len(packed)}
+    return TraceFile(trace=f"{TRACE_DIR}/{TRACE_FILE}", trace_bytes=len(packed))
 
 
-def write_profile(
-    path: Path,
+# what the times of families_us and top_ops are, on each side
+CPU_TIME_BASIS = "self CPU time"
+DEVICE_TIME_BASIS = "device time of the kernels, copies and fills each operator launched"
+
+
+def profile_of(
     *,
     variant: dict[str, Any],
     device: str,
     rows: list[OpRow],
-    trace: dict[str, Any],
-    overhead: dict[str, float],
+    trace_file: TraceFile,
+    overhead: Overhead,
     profiled_steps: int,
-    busy: dict[str, Any],
-    extras: dict[str, Any] | None = None,
-    device_side: dict[str, Any] | None = None,
-) -> None:
-    """profile.json. ``device_side`` (perflab.profile.attribution.attribute over the CUDA trace)
-    supplies the families, operators, kernels and busy time on CUDA; on CPU they come
-    from the operator table."""
+    busy: Busy | None = None,
+    host_annotations: list[RangeRow] | None = None,
+    memory_snapshot: MemorySnapshot | None = None,
+    device_side: DeviceSide | None = None,
+) -> Profile:
+    """profile.json's content. On CPU the families, operators and busy time come from the
+    operator table (``rows``, ``busy``); on CUDA ``device_side``
+    (perflab.profile.attribution.attribute over the trace) supplies them, with the
+    kernels and the host ranges."""
     work = [r for r in rows if r.family != "perflab phase" and not r.annotation]
-    if device_side is None:
-        tables: dict[str, Any] = {
-            "time_basis": "self CPU time",
-            "families_us": family_times(rows, device=False),
-            "top_ops": [r.__dict__ for r in sorted(work, key=lambda r: -r.self_cpu_us)][:TOP_OPS],
-            "busy": busy,
-        }
-    else:
-        tables = {
-            "time_basis": "device time of the kernels, copies and fills each operator launched",
-            **device_side,
-            "top_ops": [_with_cpu_columns(op, rows) for op in device_side["top_ops"]],
-        }
-    write_json_atomic(
-        path,
-        {
-            "schema_version": PROFILE_SCHEMA_VERSION,
-            "variant": variant,
-            "device": device,
-            # steps recorded (the schedule's active steps): per-step times divide by it
-            "profiled_steps": profiled_steps,
-            **tables,
-            "top_memory": [
-                r.__dict__
-                for r in sorted(rows, key=lambda r: -r.self_cpu_memory_bytes)
-                if r.self_cpu_memory_bytes > 0
-            ][:TOP_OPS],
-            "phases_us": {
-                r.name[len(PHASE_PREFIX) :]: r.self_cpu_us + 0.0
-                for r in rows
-                if r.family == "perflab phase"
-            },
-            **trace,
-            "overhead": overhead,
-            **(extras or {}),
+    on_cpu = Profile(
+        variant=variant,
+        device=device,
+        profiled_steps=profiled_steps,
+        time_basis=CPU_TIME_BASIS,
+        families_us=family_times(rows, device=False),
+        top_ops=sorted(work, key=lambda r: -r.self_cpu_us)[:TOP_OPS],
+        host_annotations=host_annotations,
+        busy=busy,
+        top_memory=sorted(
+            (r for r in rows if r.self_cpu_memory_bytes > 0),
+            key=lambda r: -r.self_cpu_memory_bytes,
+        )[:TOP_OPS],
+        phases_us={
+            r.name[len(PHASE_PREFIX) :]: r.self_cpu_us + 0.0
+            for r in rows
+            if r.family == "perflab phase"
         },
+        trace_file=trace_file,
+        overhead=overhead,
+        memory_snapshot=memory_snapshot,
+    )
+    if device_side is None:
+        return on_cpu
+    return replace(
+        on_cpu,
+        time_basis=DEVICE_TIME_BASIS,
+        families_us=device_side.families_us,
+        device_total_us=device_side.device_total_us,
+        top_ops=[_with_cpu_columns(op, rows) for op in device_side.top_ops],
+        top_kernels=device_side.top_kernels,
+        host_annotations=device_side.host_annotations,
+        busy=device_side.busy,
     )
 
 
-def _with_cpu_columns(op: dict[str, Any], rows: list[OpRow]) -> dict[str, Any]:
+def _with_cpu_columns(op: OpRow, rows: list[OpRow]) -> OpRow:
     """A device operator row with the operator table's CPU columns (summed over input
     shapes; the shapes of its costliest call)."""
-    same = sorted((r for r in rows if r.name == op["name"]), key=lambda r: -r.self_device_us)
-    return {
-        **op,
-        "self_cpu_us": sum(r.self_cpu_us for r in same),
-        "self_cpu_memory_bytes": sum(r.self_cpu_memory_bytes for r in same),
-        "input_shapes": same[0].input_shapes if same else "",
-    }
+    same = sorted((r for r in rows if r.name == op.name), key=lambda r: -r.self_device_us)
+    return replace(
+        op,
+        self_cpu_us=sum(r.self_cpu_us for r in same),
+        self_cpu_memory_bytes=sum(r.self_cpu_memory_bytes for r in same),
+        input_shapes=same[0].input_shapes if same else "",
+    )

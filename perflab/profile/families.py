@@ -6,8 +6,8 @@ time of a set of intervals. Pure functions on names and numbers; no torch.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+
+from perflab.formats.profile_json import Busy, OpRow
 
 # Kernel families: the kind of work, first match wins, each rule with its reason. They
 # match CPU operator names (aten::mm) and, on CUDA, kernel names (nvjet_sm90_...); a
@@ -88,20 +88,6 @@ def classify(name: str) -> str:
     return "other"
 
 
-@dataclass(frozen=True)
-class OpRow:
-    name: str
-    family: str
-    calls: int
-    self_cpu_us: float
-    self_device_us: float
-    self_cpu_memory_bytes: int
-    input_shapes: str
-    # a record_function range (## Call CompiledFxGraph ##, Optimizer.step#SGD.step,
-    # ProfilerStep#N): host time around work, never work itself
-    annotation: bool = False
-
-
 def family_times(rows: list[OpRow], device: bool) -> dict[str, float]:
     """Self time (us) per kernel family from the operator table: CPU time on CPU
     (self times do not overlap, so they add up). Annotation ranges are not work. On
@@ -129,19 +115,19 @@ def union_us(intervals: list[tuple[float, float]], window: tuple[float, float]) 
 
 def busy_summary(
     busy: list[tuple[float, float]], windows: list[tuple[float, float]], basis: str
-) -> dict[str, Any]:
+) -> Busy:
     """How much of the profiled steps' wall time the device (or, on CPU, the operators)
     was busy. Idle device time with no data wait means the host could not issue work
     fast enough: launch-bound on CUDA, framework-overhead-bound on CPU."""
     window_us = sum(e - s for s, e in windows)
     busy_us = sum(union_us(busy, w) for w in windows)
     durations = sorted(e - s for s, e in busy)
-    return {
-        "basis": basis,
-        "window_us": window_us,
-        "busy_us": busy_us,
-        "idle_us": window_us - busy_us,
-        "busy_share": busy_us / window_us if window_us else None,
-        "intervals": len(busy),
-        "median_interval_us": durations[len(durations) // 2] if durations else None,
-    }
+    return Busy(
+        basis=basis,
+        window_us=window_us,
+        busy_us=busy_us,
+        idle_us=window_us - busy_us,
+        busy_share=busy_us / window_us if window_us else None,
+        intervals=len(busy),
+        median_interval_us=durations[len(durations) // 2] if durations else None,
+    )

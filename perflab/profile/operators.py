@@ -28,7 +28,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab.profile.families import OpRow, busy_summary, classify
+from perflab.formats.profile_json import Busy, OpRow
+from perflab.profile.families import busy_summary, classify
 
 # host-side events: operators, record_function ranges, Python functions (with_stack)
 # and the CUDA runtime and driver calls operators make (their time is not the
@@ -196,7 +197,7 @@ def _device_time(events: list[dict[str, Any]], spans: list[_Span]) -> None:
 class OperatorTable:
     rows: list[OpRow]
     # CPU busy time in outermost ATen operators over the profiled steps
-    busy: dict[str, Any]
+    busy: Busy
 
 
 def read(trace: dict[str, Any]) -> OperatorTable:
@@ -210,8 +211,22 @@ def read(trace: dict[str, Any]) -> OperatorTable:
     spans = _merge_redispatches(spans)
     rows = _rows(spans)
     if alone:
-        rows.append(OpRow(MEMORY_EVENT, classify(MEMORY_EVENT), alone, 0.0, 0.0, alone_bytes, "[]"))
+        rows.append(_alone_memory_row(alone, alone_bytes))
     return OperatorTable(rows, _busy(spans))
+
+
+def _alone_memory_row(count: int, nbytes: int) -> OpRow:
+    """The ``[memory]`` row: allocations that no host event holds."""
+    return OpRow(
+        name=MEMORY_EVENT,
+        family=classify(MEMORY_EVENT),
+        calls=count,
+        self_cpu_us=0.0,
+        self_device_us=0.0,
+        self_cpu_memory_bytes=nbytes,
+        input_shapes="[]",
+        annotation=False,
+    )
 
 
 def _rows(spans: list[_Span]) -> list[OpRow]:
@@ -241,7 +256,7 @@ def _self_ns(span: _Span) -> int:
     return span.end - span.start - sum(c.end - c.start for c in span.children)
 
 
-def _busy(spans: list[_Span]) -> dict[str, Any]:
+def _busy(spans: list[_Span]) -> Busy:
     """On CPU: the share of the profiled steps spent inside outermost ATen operators
     (the rest is Python and the framework). On CUDA perflab.profile.attribution measures
     device busy time from the kernels instead."""

@@ -46,7 +46,7 @@ def incidents(report: Report, refused: list[str] | None = None) -> list[str]:
     invalid (with why), record files that could not be read or were changed after they
     were written, profiler files not published (``refused``: they lead out of the sweep)
     and resumed sessions; none when the run went cleanly."""
-    from perflab.analysis.summarize import EDITED
+    from perflab.analysis.sweep import EDITED
     from perflab.report.markdown_text import esc
 
     lines = [
@@ -61,11 +61,14 @@ def incidents(report: Report, refused: list[str] | None = None) -> list[str]:
         for path in report.summary.edited_records
     ]
     lines += [
-        f"- resumed at round {r['at_round'] + 1} ({r['trials_kept']} finished trials kept "
+        f"- resumed at round {r.at_round + 1} ({r.trials_kept} finished trials kept "
         "from the earlier session)"
         for r in report.experiment.resumed
     ]
     return ["## Failures and notes", "", *lines, ""] if lines else []
 
 
-__all__ = ["Report", "load", "write_report", "incidents", "REPORT_FILE"]
+# The public face: the report's names, and the modules other packages use (the console's
+# tables, the merge of a grouped sweep). tests/test_layout.py checks that no other
+# package imports a module not listed.
+__all__ = ["Report", "load", "write_report", "incidents", "REPORT_FILE", "console", "merge"]

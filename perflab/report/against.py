@@ -10,13 +10,16 @@ is Welch's interval on the log trial costs, against the wider band of the two ru
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from perflab.analysis import stats
 from perflab.analysis.summarize import costs
+from perflab.config.plan import Variant
 from perflab.config.schema import without_keys
 from perflab.errors import PerflabError
+from perflab.formats.records import TrialRecord
+from perflab.formats.summary import NO_DATA
 from perflab.report.markdown_text import esc, table
 from perflab.report.tables import Report, first_ok
 
@@ -24,11 +27,40 @@ from perflab.report.tables import Report, first_ok
 ENV_KEYS = ("torch", "cuda", "cudnn", "python", "cpu_model", "usable_cpus", "cuda_devices")
 
 
+@dataclass(frozen=True)
+class AgainstRow:
+    """One variant of two runs: the new run's trials against the old run's."""
+
+    # the new run's label of the variant
+    variant: str
+    # the git commit each run's first finished trial recorded (None: not in a repository)
+    old_commit: str | None
+    new_commit: str | None
+    # FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE, or NO DATA with fewer than two trials each
+    verdict: str
+    # old / new (> 1: the new run is faster) and Welch's interval; None with NO DATA
+    speedup: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    # the interval's level and the band (the wider of the two runs')
+    ci_level: float | None = None
+    delta: float | None = None
+    # ok trials of each run
+    old_trials: int | None = None
+    new_trials: int | None = None
+
+
 @dataclass
 class Against:
     old_name: str
     forced: list[str]
-    rows: list[dict[str, Any]]
+    results: list[AgainstRow]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The results as objects, keyed by their fields' names (perflab-report's gates
+        read them so)."""
+        return [asdict(r) for r in self.results]
 
 
 def _config_key(config: dict[str, Any], ignore: tuple[str, ...] = ()) -> str:
@@ -37,7 +69,9 @@ def _config_key(config: dict[str, Any], ignore: tuple[str, ...] = ()) -> str:
     return json.dumps(without_keys(config, ("schedule", "scaleout", *ignore)), sort_keys=True)
 
 
-def _first_records(report: Report, ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+def _first_records(
+    report: Report, ignore: tuple[str, ...] = ()
+) -> dict[str, tuple[Variant, TrialRecord]]:
     """Resolved-config key -> (variant, its first ok record), the sentinel left out."""
     found = {}
     for v in report.experiment.plan.variants:
@@ -47,7 +81,7 @@ def _first_records(report: Report, ignore: tuple[str, ...] = ()) -> dict[str, An
     return found
 
 
-def differences(old: Any, new: Any) -> list[str]:
+def differences(old: TrialRecord, new: TrialRecord) -> list[str]:
     """Environment and conditions that differ between two trial records."""
     diffs = [
         f"{k}: {old.environment.get(k)} -> {new.environment.get(k)}"
@@ -94,29 +128,48 @@ def compare_runs(
         (new_v, new_rec), (old_v, old_rec) = new_by[key], old_by[key]
         a = list(costs(old.trials[old_v.name], metric).values())
         b = list(costs(new.trials[new_v.name], metric).values())
-        row: dict[str, Any] = {
-            "variant": new_v.label,
-            "old_commit": old_rec.environment.get("git_commit"),
-            "new_commit": new_rec.environment.get("git_commit"),
-        }
-        if len(a) >= 2 and len(b) >= 2:
-            e = stats.welch_effect(a, b, level)
-            row.update(
-                {
-                    "speedup": e.speedup,
-                    "ci_low": e.low,
-                    "ci_high": e.high,
-                    "ci_level": level,
-                    "delta": delta,
-                    "old_trials": len(a),
-                    "new_trials": len(b),
-                    "verdict": stats.verdict(e.low, e.high, delta),
-                }
+        commits = _commit(old_rec), _commit(new_rec)
+        if len(a) < 2 or len(b) < 2:
+            rows.append(
+                AgainstRow(
+                    variant=new_v.label,
+                    old_commit=commits[0],
+                    new_commit=commits[1],
+                    verdict=NO_DATA,
+                )
             )
-        else:
-            row["verdict"] = "NO DATA"
-        rows.append(row)
+            continue
+        e = stats.welch_effect(a, b, level)
+        rows.append(
+            AgainstRow(
+                variant=new_v.label,
+                old_commit=commits[0],
+                new_commit=commits[1],
+                verdict=stats.verdict(e.low, e.high, delta),
+                speedup=e.speedup,
+                ci_low=e.low,
+                ci_high=e.high,
+                ci_level=level,
+                delta=delta,
+                old_trials=len(a),
+                new_trials=len(b),
+            )
+        )
     return Against(old.sweep_dir.name, diffs, rows)
+
+
+def _commit(record: TrialRecord) -> str | None:
+    """The git commit a record's environment names (the record keeps it as the trial
+    wrote it, a JSON object)."""
+    commit = record.environment.get("git_commit")
+    return str(commit) if commit else None
+
+
+def _estimate_cells(r: AgainstRow) -> list[str]:
+    """The speedup and its interval, "-" each with NO DATA."""
+    if r.speedup is None or r.ci_low is None or r.ci_high is None:
+        return ["-", "-"]
+    return [f"{r.speedup:.3f}", f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"]
 
 
 def section(against: Against) -> list[str]:
@@ -133,14 +186,13 @@ def section(against: Against) -> list[str]:
     ]
     rows = [
         [
-            esc(r["variant"]),
-            esc((r["old_commit"] or "-")[:12]),
-            esc((r["new_commit"] or "-")[:12]),
-            f"{r['speedup']:.3f}" if "speedup" in r else "-",
-            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if "speedup" in r else "-",
-            r["verdict"],
+            esc(r.variant),
+            esc((r.old_commit or "-")[:12]),
+            esc((r.new_commit or "-")[:12]),
+            *_estimate_cells(r),
+            r.verdict,
         ]
-        for r in against.rows
+        for r in against.results
     ]
     return (
         lines

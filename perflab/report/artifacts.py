@@ -16,11 +16,11 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perflab.config.plan import Variant
 from perflab.errors import OutsideSweep
 from perflab.formats.atomic import replaced_whole
+from perflab.formats.profile_json import Profile
 from perflab.formats.sweepdir import PROFILE_DIR, PROFILE_FILE, TRACE_FILE, inside, relative_name
 from perflab.report.markdown_text import esc
 from perflab.report.tables import Report
@@ -76,10 +76,9 @@ def folder_names(variants: list[Variant]) -> dict[str, str]:
     return names
 
 
-def snapshot_file(profile: dict[str, Any]) -> object:
+def snapshot_file(profile: Profile) -> str | None:
     """The memory snapshot's file name (in the profile directory), when one was written."""
-    entry = profile.get("memory_snapshot")
-    return entry.get("file") if isinstance(entry, dict) else None
+    return profile.memory_snapshot.file if profile.memory_snapshot else None
 
 
 def publish(report: Report, out: Path) -> ProfilerFiles:
@@ -95,7 +94,7 @@ def publish(report: Report, out: Path) -> ProfilerFiles:
             continue
         source_dir = report.sweep_dir / v.dir / PROFILE_DIR
         links = [
-            (files.traces, profile.get("trace"), f"{TRACES_DIR}/{names[v.name]}/{TRACE_FILE}"),
+            (files.traces, profile.trace_file.trace, f"{TRACES_DIR}/{names[v.name]}/{TRACE_FILE}"),
             (files.snapshots, snapshot_file(profile), f"{SNAPSHOTS_DIR}/{names[v.name]}.pickle"),
         ]
         for found, relative, copy in links:

@@ -1,24 +1,27 @@
 """report.md: what a reviewer reads in a pull request, most important first.
 
 GitHub-flavoured markdown with user values escaped and no absolute paths of the machine
-that produced it, so the folder can be committed or attached as it is.
+that produced it, so the folder can be committed or attached as it is. Every section
+renders typed values: the summary (perflab.formats.summary) and the rows that
+perflab.report.tables derives from it, the plan and the records.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
-
-import pandas as pd
 
 from perflab.analysis.stats import MIN_PAIRED_ROUNDS
+from perflab.config.plan import assignments
+from perflab.formats.records import TrialRecord
+from perflab.formats.summary import Comparison, Numerics
+from perflab.formats.summary.variant import Measured
 from perflab.report.artifacts import ProfilerFiles, files_section
 from perflab.report.markdown_text import code, esc, table, tables_within
 from perflab.report.markdown_text import num as _num
 from perflab.report.memory_section import resources_section
 from perflab.report.profiles import profiles_section, why_section
-from perflab.report.tables import Report, first_ok
+from perflab.report.tables import NO_PROBE, PERCENTILES, ComparisonRow, Report, first_ok
 from perflab.report.time_section import isolation_text, time_section
 
 
@@ -41,48 +44,50 @@ def _effect(speedup: float, verdict: str, delta: float) -> tuple[str, str]:
 INTERPRETER_LABEL = "timing not representative (Triton interpreter on CPU)"
 
 
-def _timing_label(report: Report, name: str) -> str:
-    record = first_ok(report.trials.get(name, {}))
-    fused = (record.evidence.get("fused") or {}) if record else {}
-    return INTERPRETER_LABEL if fused.get("timing_representative") is False else ""
+def _known(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
-def _numerics_check(n: dict[str, Any]) -> str:
+def _numerics_check(n: Numerics | None) -> str:
     """The headline's word on a variant's numerics. Outputs of different shapes have no
-    error to show (compare_probes gives the reason instead): the table's row may lack the
-    column altogether, or hold NaN there when other rows have it."""
-    if n.get("ok") is None:
+    error to show (compare_probes gives the reason instead), nor has a diverged model's
+    NaN (null in summary.json)."""
+    if n is None:
         return "numerics not checked"
-    err = n.get("max_rel_err")
-    measured = isinstance(err, (int, float)) and math.isfinite(err)
-    detail = f"max rel err {err:.1e}" if measured else esc(str(n.get("reason", "not compared")))
-    return f"numerics OK ({detail})" if n["ok"] else f"**numerics CHANGED** ({detail})"
+    err = n.max_rel_err
+    if err is not None and math.isfinite(err):
+        detail = f"max rel err {err:.1e}"
+    else:
+        detail = esc(n.reason or "not compared")
+    return f"numerics OK ({detail})" if n.ok else f"**numerics CHANGED** ({detail})"
+
+
+def _what(row: ComparisonRow) -> str:
+    """A comparison in the headline: its treatments, and its cell when there is one."""
+    treatments = (assignments(row.variant.treatment), assignments(row.baseline.treatment))
+    what = " vs ".join(map(esc, treatments))
+    return what + (f" at {esc(assignments(row.variant.cell))}" if row.variant.cell else "")
 
 
 def headline(report: Report) -> list[str]:
-    s, lines = report.summary, []
-    level = f"{s.ci_level:.0%}"
-    numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
-    names = {v.label: v.name for v in report.experiment.plan.variants}
-    for c in report.comparisons.to_dict("records"):
-        what = f"{esc(c['treatment'])} vs {esc(c['baseline_treatment'])}"
-        if c["cell"]:
-            what += f" at {esc(c['cell'])}"
-        if c["speedup"] is None or (isinstance(c["speedup"], float) and math.isnan(c["speedup"])):
-            lines.append(f"- {what}: no paired rounds, no estimate")
+    level, lines = f"{report.summary.ci_level:.0%}", []
+    for row in report.comparison_rows:
+        c, e = row.comparison, row.comparison.estimate
+        if e is None:
+            lines.append(f"- {_what(row)}: no paired rounds, no estimate")
             continue
-        check = _numerics_check(numerics.get(c["variant"], {}))
-        ratio, said = _effect(c["speedup"], c["verdict"], c["delta"])
+        ratio, said = _effect(e.speedup, c.verdict, c.delta)
         lines.append(
-            f"- {what}: {ratio} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] "
-            f"({level} CI, {c['rounds']} rounds) — **{c['verdict']}**{said}; {check}"
+            f"- {_what(row)}: {ratio} [{e.ci_low:.3f}, {e.ci_high:.3f}] "
+            f"({level} CI, {e.rounds} rounds) — **{c.verdict}**{said}; "
+            f"{_numerics_check(c.numerics)}"
         )
-        if label := _timing_label(report, names.get(c["variant"], "")):
-            lines[-1] += f"; **{label}**"
+        if row.interpreted:
+            lines[-1] += f"; **{INTERPRETER_LABEL}**"
     return lines or ["- no comparisons: no swept knob has a baseline in this sweep"]
 
 
-def _comparison(variant: Any, baseline: Any) -> str:
+def _comparison(variant: str, baseline: str) -> str:
     """A comparison's cell: one label per line when they do not fit side by side."""
     return f"{esc(variant)} vs {esc(baseline)}"
 
@@ -92,28 +97,28 @@ def comparison_table(report: Report) -> list[str]:
     (numerics, the knob's evidence, the first call and when it pays off). A comparison
     names its variant and baseline in one cell, which wraps between the labels: two long
     labels side by side would push the numbers off the page."""
-    numerics = {r["variant"]: r for r in report.numerics.to_dict("records")}
     verdicts, checks = [], []
-    for c in report.comparisons.to_dict("records"):
-        n = numerics.get(c["variant"], {})
+    for row in report.comparison_rows:
+        c, e, n = row.comparison, row.comparison.estimate, row.comparison.numerics
         verdicts.append(
             [
-                _comparison(c["variant"], c["baseline"]),
-                _num(c["speedup"], ".3f"),
-                f"[{_num(c['ci_low'], '.3f')}, {_num(c['ci_high'], '.3f')}]",
+                _comparison(row.variant.label, row.baseline.label),
+                _num(e.speedup if e else None, ".3f"),
+                f"[{_num(e.ci_low if e else None, '.3f')}, "
+                f"{_num(e.ci_high if e else None, '.3f')}]",
                 _verdict_text(c),
-                f"{c['delta']:.1%}",
-                str(c["rounds"]),
-                _num(c["p_adjusted"], ".2g"),
+                f"{c.delta:.1%}",
+                str(e.rounds) if e else "-",
+                _num(c.p_adjusted, ".2g"),
             ]
         )
         checks.append(
             [
-                esc(c["variant"]),
-                "-" if n.get("ok") is None else ("OK" if n["ok"] else "CHANGED"),
-                esc(c["knob_in_effect"]),
-                _num(c["first_call_s"], ".2f"),
-                _break_even_text(c["break_even_steps"]),
+                esc(row.variant.label),
+                "-" if n is None else ("OK" if n.ok else "CHANGED"),
+                esc(row.knob_in_effect),
+                _num(row.first_call_s, ".2f"),
+                _break_even_text(row.break_even_steps),
             ]
         )
     header = ["comparison", "speedup", "CI", "verdict", "band", "rounds", "p (adjusted)"]
@@ -126,69 +131,63 @@ def comparison_table(report: Report) -> list[str]:
     ]
 
 
-def _verdict_text(c: dict[str, Any]) -> str:
+def _verdict_text(c: Comparison) -> str:
     """The verdict, with the interval that gave it when that is not the plain t one."""
-    interval = c.get("interval")
-    if isinstance(interval, str) and interval != "t":
-        return f"{c['verdict']} ({interval})"
-    return str(c["verdict"])
+    if c.estimate is not None and c.estimate.interval != "t":
+        return f"{c.verdict} ({c.estimate.interval})"
+    return c.verdict
 
 
-def _break_even_text(steps: Any) -> str:
-    if steps is None or (isinstance(steps, float) and math.isnan(steps)):
+def _break_even_text(steps: float | None) -> str:
+    return "-" if steps is None else f"~{steps:,.0f} steps"
+
+
+def _phases(entries: list[Measured]) -> list[str]:
+    """The step phases any variant has a median for, in the order they first appear:
+    perflab's, or those a user's step marked (perflab.measure.steps.RESERVED_PHASES keeps
+    them apart)."""
+    names = dict.fromkeys(k for m in entries for k in m.phase_median_ns)
+    return [k for k in names if any(_known(m.phase_median_ns.get(k)) for m in entries)]
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def _warmup_text(m: Measured) -> str:
+    """The median warm-up and why the warm-ups ended ("-" in a version 1 summary)."""
+    if m.warmup is None:
         return "-"
-    return f"~{steps:,.0f} steps"
-
-
-# the percentiles' columns of the variants' frame; every other NAME_ms column is a phase
-PERCENTILES = ("p50", "p90", "p95", "p99")
-
-
-def _measured(v: dict[str, Any]) -> bool:
-    return "p50_ms" in v and not pd.isna(v.get("p50_ms"))
-
-
-def _phases(variants: list[dict[str, Any]]) -> list[str]:
-    """The step phases any variant has a median for, in the frame's order: perflab's, or
-    those a user's step marked (perflab.measure.steps.RESERVED_PHASES keeps them apart)."""
-    return list(
-        dict.fromkeys(
-            k[:-3]
-            for v in variants
-            for k in v
-            if k.endswith("_ms") and k[:-3] not in PERCENTILES and not pd.isna(v[k])
-        )
-    )
+    stops = ", ".join(f"{why} {n}" for why, n in m.warmup.stops.items())
+    return f"{m.warmup.median_s:.2f} ({stops})"
 
 
 def variant_table(report: Report) -> list[str]:
     """The step times per variant; then, each in a table of its own, the median of each
     phase, the first call, warm-up and trial length; then the health flags, as a list
     (a flag is a sentence: in a cell it would make its row many lines tall)."""
-    variants = report.variants.to_dict("records")
-    phases = _phases(variants)
+    rows = report.variant_rows
+    phases = _phases([r.summary.measured for r in rows if r.summary.measured is not None])
     times, phase_rows, trials, health = [], [], [], []
-    for v in variants:
-        label = esc(v["variant"])
-        if not _measured(v):
+    for row in rows:
+        v, m, label = row.summary, row.summary.measured, esc(row.summary.label)
+        flags = esc("; ".join(v.health))
+        if m is None:
             times.append([label, *["-"] * 6])
             phase_rows.append([label, *["-"] * len(phases)])
             trials.append([label, "-", "-", "-"])
-            health.append(f"- {label}: {esc(v['health']) or str(v['failed']) + ' failed trial(s)'}")
+            health.append(f"- {label}: {flags or str(len(v.failed)) + ' failed trial(s)'}")
             continue
-        bounded = set(str(v["bounded_percentiles"]).split())
-        tail = [_num(v[f"{p}_ms"], ".2f") + ("" if p in bounded else "*") for p in PERCENTILES]
-        times.append([label, *tail, f"{v['throughput']:,.0f}", f"{v['peak_memory_mib']:,.0f}"])
-        phase_rows.append([label, *(_num(v.get(f"{p}_ms"), ".2f") for p in phases)])
-        trials.append(
-            [
-                label,
-                f"{v['first_call_s']:.2f}",
-                f"{v['warmup_s']:.2f} ({v['warmup_stops']})",
-                str(v["timed_steps"]),
-            ]
-        )
-        flags = "; ".join(h for h in (esc(v["health"]), _timing_label(report, v["name"])) if h)
+        steps, bounded = m.step_ns, set(m.step_ns.bounded_percentiles)
+        tail = [
+            _num(getattr(steps, p) / 1e6, ".2f") + ("" if p in bounded else "*")
+            for p in PERCENTILES
+        ]
+        times.append([label, *tail, f"{m.throughput:,.0f}", f"{m.peak_memory_bytes / 2**20:,.0f}"])
+        phase_rows.append([label, *(_num(_ms(m.phase_median_ns.get(p)), ".2f") for p in phases)])
+        timed = " ".join(map(str, m.trial_length.timed_steps if m.trial_length else []))
+        trials.append([label, f"{m.first_call_ns / 1e9:.2f}", _warmup_text(m), timed])
+        flags = "; ".join(h for h in (flags, INTERPRETER_LABEL if row.interpreted else "") if h)
         if flags:
             health.append(f"- {label}: {flags}")
     lines = table(
@@ -203,33 +202,31 @@ def variant_table(report: Report) -> list[str]:
     return lines
 
 
+def _sci(value: float | None, fmt: str) -> str:
+    """A numerics figure; a diverged model's NaN (null in summary.json) shows as nan."""
+    return format(float("nan") if value is None else value, fmt)
+
+
+def _numerics_row(label: str, n: Numerics | None) -> list[str]:
+    if n is None or not _known(n.max_abs_err):
+        why = NO_PROBE if n is None else n.reason or "not compared"
+        return [label, "-", "-", "-", "-", "-", esc(why)]
+    return [
+        label,
+        _sci(n.max_abs_err, ".2e"),
+        _sci(n.max_rel_err, ".2e"),
+        _sci(n.cosine, ".6f"),
+        _sci(n.loss_diff, "+.2e"),
+        f"{_sci(n.tolerance, '.0e')} ({n.dtype})",
+        "pass" if n.ok else "FAIL",
+    ]
+
+
 def numerics_table(report: Report) -> list[str]:
-    rows = []
-    for n in report.numerics.to_dict("records"):
-        if n.get("ok") is None or "max_abs_err" not in n or pd.isna(n.get("max_abs_err")):
-            rows.append(
-                [
-                    esc(n["variant"]),
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    "-",
-                    esc(n.get("reason", "no probe")),
-                ]
-            )
-            continue
-        rows.append(
-            [
-                esc(n["variant"]),
-                f"{n['max_abs_err']:.2e}",
-                f"{n['max_rel_err']:.2e}",
-                f"{n['cosine']:.6f}",
-                f"{n['loss_diff']:+.2e}",
-                f"{n['tolerance']:.0e} ({n['dtype']})",
-                "pass" if n["ok"] else "FAIL",
-            ]
-        )
+    rows = [
+        _numerics_row(esc(row.variant.label), row.comparison.numerics)
+        for row in report.comparison_rows
+    ]
     # a row per variant, as in the comparisons' checks: its baseline is its comparison's
     # (two long labels side by side would push the errors off the page)
     return [
@@ -300,17 +297,13 @@ def conditions_section(report: Report) -> list[str]:
     return lines + baseline_config(report, firsts)
 
 
-def baseline_config(report: Report, firsts: dict[str, Any]) -> list[str]:
-    """The baseline's resolved config, folded: each variant differs by its overrides."""
-    label, record = next(
-        (
-            (v.label, firsts[v.label])
-            for v in report.experiment.plan.variants
-            if v.baseline is None and firsts[v.label] is not None
-        ),
-        next(((k, r) for k, r in firsts.items() if r is not None)),
-    )
-    text = json.dumps(record.config, indent=2, sort_keys=True).replace("`", "'")
+def baseline_config(report: Report, firsts: dict[str, TrialRecord | None]) -> list[str]:
+    """The baseline's resolved config, folded: each variant differs by its overrides (a
+    variant's with a finished trial, the first baseline's when it has one)."""
+    finished = {label: r for label, r in firsts.items() if r is not None}
+    baselines = [v.label for v in report.experiment.plan.variants if v.baseline is None]
+    label = next((b for b in baselines if b in finished), next(iter(finished)))
+    text = json.dumps(finished[label].config, indent=2, sort_keys=True).replace("`", "'")
     return [
         "",
         f"<details><summary>Resolved config of {esc(label)}; each variant differs "
@@ -353,9 +346,9 @@ def method_section(report: Report) -> list[str]:
         f"excluding 1 inside it, a bias note. The effect of the variant that ran just "
         f"before each trial (carry-over) is estimated from the shuffled order and flagged "
         f"below p = 1 % (Holm). The run stopped after {s.rounds} rounds "
-        f"({s.stop_reason}; at least {sched['min_rounds']}, at most "
-        f"{sched['max_rounds']}, target half-width {sched['target_half_width']:.1%}, budget "
-        f"{sched['time_budget_s']:.0f} s). Tail percentiles marked * have fewer than 10 "
+        f"({s.stop_reason}; at least {sched.min_rounds}, at most "
+        f"{sched.max_rounds}, target half-width {sched.target_half_width:.1%}, budget "
+        f"{sched.time_budget_s:.0f} s). Tail percentiles marked * have fewer than 10 "
         f"samples beyond them and are descriptive only. Details: perflab's "
         f"docs/experiments.md.",
     ]

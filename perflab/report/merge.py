@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import PerflabError, RecordError
-from perflab.formats.json_file import read_json
+from perflab.formats.groups import DONE, GroupEntry, read_groups
 from perflab.formats.summary import MergedSummary, tagged, write_summary
 from perflab.formats.sweepdir import (
     EXPERIMENT_FILE,
@@ -25,7 +25,6 @@ from perflab.formats.sweepdir import (
     REPORT_FILE,
     SUMMARY_FILE,
     inside,
-    relative_name,
 )
 from perflab.report.against import ENV_KEYS, compare_runs, section
 from perflab.report.markdown_text import esc, table
@@ -54,47 +53,47 @@ def machine_differences(machines: dict[str, dict[str, Any]]) -> list[str]:
     return [k for k in ENV_KEYS if len({json.dumps(m.get(k)) for m in known}) > 1]
 
 
-def load_groups(sweep_dir: Path) -> list[tuple[dict[str, Any], Report | None]]:
-    path = Path(sweep_dir) / GROUPS_FILE
+# a group of the index and its report (None: none to read)
+Group = tuple[GroupEntry, Report | None]
+
+
+def load_groups(sweep_dir: Path) -> list[Group]:
+    """Every group of SWEEP/groups.json with its report; RecordError for an index that
+    cannot be read."""
     try:
-        entries = read_json(path)["groups"]
-        if not all(isinstance(e, dict) and {"key", "dir"} <= e.keys() for e in entries):
-            raise ValueError("a group without key or dir")
-        # a group's directory is read from, and its report written to, GROUPS_DIR/dir
-        outside = [e["dir"] for e in entries if not relative_name(e["dir"])]
-        if outside:
-            raise ValueError(f"dir={outside[0]!r} is not a relative path inside {GROUPS_DIR}/")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        entries = read_groups(sweep_dir)
+    except (OSError, ValueError) as exc:
+        path = Path(sweep_dir) / GROUPS_FILE
         raise RecordError(f"{path}: not a perflab groups index ({exc})") from exc
     return [_group(Path(sweep_dir), entry) for entry in entries]
 
 
-def _group(sweep_dir: Path, entry: dict[str, Any]) -> tuple[dict[str, Any], Report | None]:
+def _group(sweep_dir: Path, entry: GroupEntry) -> Group:
     """One group of the index and its report: None for a group that has not written its
     experiment.json yet, or whose directory cannot be read (its entry then says why; one
     unreadable group must not hide the others)."""
-    directory = sweep_dir / GROUPS_DIR / entry["dir"]
+    directory = sweep_dir / GROUPS_DIR / entry.dir
     try:
         inside(sweep_dir, directory)
         if not (directory / EXPERIMENT_FILE).is_file():
             return entry, None
         return entry, load(directory)
     except (PerflabError, OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("group %s: unreadable (%s)", entry["key"], exc)
-        return {**entry, "state": f"unreadable: {exc}"}, None
+        log.warning("group %s: unreadable (%s)", entry.key, exc)
+        return entry.unreadable(exc), None
 
 
-def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:
+def _speedups(groups: list[Group]) -> list[str]:
     """Each comparison's speedup per group: ratios measured within one machine each, a
     table per comparison with a row per group (a column per group ran off the page)."""
-    columns = [entry["key"] for entry, report in groups if report is not None]
+    columns = [entry.key for entry, report in groups if report is not None]
     cells: dict[str, dict[str, list[str]]] = {}
     for entry, report in groups:
         if report is None:
             continue
         for c in report.summary.comparisons:
             e = c.estimate
-            cells.setdefault(f"{c.variant} vs {c.baseline}", {})[entry["key"]] = (
+            cells.setdefault(f"{c.variant} vs {c.baseline}", {})[entry.key] = (
                 [f"{e.speedup:.3f}", f"[{e.ci_low:.3f}, {e.ci_high:.3f}]", e.verdict]
                 if e is not None
                 else ["-", "-", c.verdict]
@@ -114,9 +113,7 @@ def _speedups(groups: list[tuple[dict[str, Any], Report | None]]) -> list[str]:
     return lines
 
 
-def _step_times(
-    groups: list[tuple[dict[str, Any], Report | None]], diffs: list[str], force: bool
-) -> list[str]:
+def _step_times(groups: list[Group], diffs: list[str], force: bool) -> list[str]:
     """Step times of the same variant in different groups: only on equal machines, or
     forced and labelled."""
     done = [(entry, report) for entry, report in groups if report is not None]
@@ -135,20 +132,20 @@ def _step_times(
         try:
             against = compare_runs(report, first, force=force, ignore=_group_keys(first_entry))
         except PerflabError as exc:
-            lines += [f"- {esc(entry['key'])} against {esc(first_entry['key'])}: {esc(exc)}", ""]
+            lines += [f"- {esc(entry.key)} against {esc(first_entry.key)}: {esc(exc)}", ""]
             continue
-        against.old_name = f"group {first_entry['key']}"
-        lines += [f"### {esc(entry['key'])} against {esc(first_entry['key'])}", ""]
+        against.old_name = f"group {first_entry.key}"
+        lines += [f"### {esc(entry.key)} against {esc(first_entry.key)}", ""]
         lines += section(against)[2:]
     return lines
 
 
-def _group_keys(entry: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(part.split("=", 1)[0] for part in entry["key"].split())
+def _group_keys(entry: GroupEntry) -> tuple[str, ...]:
+    return tuple(part.split("=", 1)[0] for part in entry.key.split())
 
 
-def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: bool) -> str:
-    machines = {entry["key"]: machine(r) if r else {} for entry, r in groups}
+def render_merged(groups: list[Group], force: bool) -> str:
+    machines = {entry.key: machine(r) if r else {} for entry, r in groups}
     diffs = machine_differences(machines)
     lines = ["# perflab report", "", f"{len(groups)} groups, each run as one job on one machine."]
     lines += [""]
@@ -160,13 +157,13 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
         ]
     rows = []
     for entry, report in groups:
-        m = machines[entry["key"]]
-        state = entry.get("state", "pending")
-        if report is not None:
-            state = report.summary.stop_reason if state == "done" else state
+        m = machines[entry.key]
+        state = entry.state
+        if report is not None and state == DONE:
+            state = report.summary.stop_reason
         rows.append(
             [
-                f"[{esc(entry['key'])}]({GROUPS_DIR}/{entry['dir']}/{REPORT_FILE})",
+                f"[{esc(entry.key)}]({GROUPS_DIR}/{entry.dir}/{REPORT_FILE})",
                 esc(state),
                 esc(m.get("hostname", "-")),
                 esc(m.get("cpu_model", "-")),
@@ -181,11 +178,11 @@ def render_merged(groups: list[tuple[dict[str, Any], Report | None]], force: boo
     return "\n".join(lines)
 
 
-def merged_summary(groups: list[tuple[dict[str, Any], Report | None]]) -> MergedSummary:
+def merged_summary(groups: list[Group]) -> MergedSummary:
     """Every group's comparisons and flags, each tagged with its group (for --fail-on):
     its A/A sentinel, the record files it skipped and those changed after they were
     written too, so that a gate can tell when it has nothing to judge."""
-    done = [(entry["key"], report) for entry, report in groups if report is not None]
+    done = [(entry.key, report) for entry, report in groups if report is not None]
     return MergedSummary(
         groups=[entry for entry, _ in groups],
         comparisons=[tagged(c, key) for key, r in done for c in r.summary.comparisons],
@@ -206,7 +203,7 @@ def write_merged_report(sweep_dir: Path, out_dir: Path | None = None, force: boo
     for entry, report in groups:
         if report is not None:
             # each group's own report, also published next to the merged one
-            write_report(report, out / GROUPS_DIR / entry["dir"])
+            write_report(report, out / GROUPS_DIR / entry.dir)
     (out / REPORT_FILE).write_text(render_merged(groups, force))
     write_summary(out / SUMMARY_FILE, merged_summary(groups))
     return out / REPORT_FILE

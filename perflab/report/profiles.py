@@ -3,8 +3,8 @@ comparison where the difference comes from (perflab.profile.diagnosis over profi
 
 from __future__ import annotations
 
-from typing import Any
-
+from perflab.formats.profile_json import Profile
+from perflab.profile.diagnosis import Breakdown, delta_breakdown, diagnose
 from perflab.report.markdown_text import BR, code, esc, table
 from perflab.report.markdown_text import num as _num
 from perflab.report.tables import Report
@@ -26,11 +26,11 @@ def _timed_s(report: Report, name: str) -> float | None:
     return variant.measured.step_ns.p50 / 1e9 if variant.measured else None
 
 
-def _off_timed(report: Report, name: str, profile: dict[str, Any]) -> float | None:
+def _off_timed(report: Report, name: str, profile: Profile) -> float | None:
     """How many times the timed median a profiled step took, when beyond
     PROFILED_OFF_LIMIT; None otherwise."""
     timed = _timed_s(report, name)
-    profiled = profile["overhead"]["profiled_step_s"]
+    profiled = profile.overhead.profiled_step_s
     if not timed or profiled / timed <= PROFILED_OFF_LIMIT:
         return None
     return float(profiled / timed)
@@ -55,18 +55,18 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
     ]
     for v, p in have:
         assert p is not None
-        o = p["overhead"]
+        o = p.overhead
         trace = (
             f"[trace]({traces[v.name]}) (Chrome/Perfetto, gzip)"
             if v.name in traces
-            else esc(p.get("trace_note", "no trace"))
+            else esc(p.trace_file.trace_note or "no trace")
         )
         lines += [
             f"### {esc(v.label)}",
             "",
-            f"{p['time_basis']}; a profiled step took {o['profiled_step_s'] * 1e3:.2f} ms "
-            f"against {o['unprofiled_step_s'] * 1e3:.2f} ms unprofiled "
-            f"({_num(o['ratio'], '.2f')}x profiler overhead); {trace}",
+            f"{p.time_basis}; a profiled step took {o.profiled_step_s * 1e3:.2f} ms "
+            f"against {o.unprofiled_step_s * 1e3:.2f} ms unprofiled "
+            f"({_num(o.ratio, '.2f')}x profiler overhead); {trace}",
             "",
         ]
         off = _off_timed(report, v.name, p)
@@ -74,48 +74,45 @@ def profiles_section(report: Report, traces: dict[str, str]) -> list[str]:
             timed_ms = (_timed_s(report, v.name) or 0.0) * 1e3
             lines += [
                 f"> **Off its timed step**: a profiled step took {off:.1f}x the timed "
-                f"median ({o['profiled_step_s'] * 1e3:.2f} ms against {timed_ms:.2f} ms), "
+                f"median ({o.profiled_step_s * 1e3:.2f} ms against {timed_ms:.2f} ms), "
                 f"beyond the profiler's usual overhead (up to {PROFILED_OFF_LIMIT:g}x): the "
                 "times below describe the profiled run, not the timed steps.",
                 "",
             ]
-        total = sum(p["families_us"].values()) or 1.0
-        rows = [
-            [esc(f), f"{us / 1e3:.2f}", f"{us / total:.0%}"] for f, us in p["families_us"].items()
-        ]
+        total = sum(p.families_us.values()) or 1.0
+        rows = [[esc(f), f"{us / 1e3:.2f}", f"{us / total:.0%}"] for f, us in p.families_us.items()]
         lines += table(["kernel family", "ms (profiled window)", "share"], rows) + [""]
-        key = "self_device_us" if p["device"] == "cuda" else "self_cpu_us"
         # the input shapes under the operator's name: a column of their own made the
         # table run off the page
         rows = [
             [
-                _two_lines(op["name"][:60], op["input_shapes"][:50]),
-                esc(op["family"]),
-                str(op["calls"]),
-                f"{op[key] / 1e3:.2f}",
+                _two_lines(op.name[:60], op.input_shapes[:50]),
+                esc(op.family),
+                str(op.calls),
+                f"{(op.self_device_us if p.cuda else op.self_cpu_us) / 1e3:.2f}",
             ]
-            for op in p["top_ops"][:8]
+            for op in p.top_ops[:8]
         ]
-        heading = "device ms" if p["device"] == "cuda" else "self ms"
+        heading = "device ms" if p.cuda else "self ms"
         lines += table(["top operator (input shapes)", "family", "calls", heading], rows)
         lines += _kernel_lines(p) + _host_lines(p)
         lines += ["", *_diagnosis_lines(report, v.name, p), ""]
     return lines
 
 
-def _kernel_lines(profile: dict[str, Any]) -> list[str]:
+def _kernel_lines(profile: Profile) -> list[str]:
     """CUDA: the costliest kernels, each with the operator that launched it."""
-    kernels = profile.get("top_kernels") or []
+    kernels = profile.top_kernels or []
     if not kernels:
         return []
     # the operator that launched a kernel under its name: a 70-character kernel name and
     # a 40-character operator name side by side are wider than the page
     rows = [
         [
-            _two_lines(k["name"][:70], f"launched by {k['launched_by'][:40]}"),
-            esc(k["family"]),
-            str(k["count"]),
-            f"{k['device_us'] / 1e3:.2f}",
+            _two_lines(k.name[:70], f"launched by {k.launched_by[:40]}"),
+            esc(k.family),
+            str(k.count),
+            f"{k.device_us / 1e3:.2f}",
         ]
         for k in kernels[:8]
     ]
@@ -127,14 +124,12 @@ def _two_lines(first: str, second: str) -> str:
     return esc(first) + (f"{BR}{esc(second)}" if second else "")
 
 
-def _host_lines(profile: dict[str, Any]) -> list[str]:
+def _host_lines(profile: Profile) -> list[str]:
     """Host-side record_function ranges: CPU wall time around work, not work."""
-    ranges = [
-        r for r in profile.get("host_annotations") or [] if not r["name"].startswith("perflab/")
-    ]
+    ranges = [r for r in profile.host_annotations or [] if not r.name.startswith("perflab/")]
     if not ranges:
         return []
-    rows = [[esc(r["name"][:60]), str(r["count"]), f"{r['cpu_us'] / 1e3:.2f}"] for r in ranges[:5]]
+    rows = [[esc(r.name[:60]), str(r.count), f"{r.cpu_us / 1e3:.2f}"] for r in ranges[:5]]
     return [
         "",
         "Host-side ranges (record_function; CPU wall time, inclusive, not device work):",
@@ -145,8 +140,6 @@ def _host_lines(profile: dict[str, Any]) -> list[str]:
 
 def why_section(report: Report) -> list[str]:
     """Per comparison with both profiles: which kernel families gained or lost time."""
-    from perflab.profile.diagnosis import delta_breakdown
-
     steps: dict[str, float] = {
         v.name: v.measured.step_ns.p50 for v in report.summary.variants if v.measured
     }
@@ -155,7 +148,7 @@ def why_section(report: Report) -> list[str]:
         vp, bp = report.profiles.get(variant.name), report.profiles.get(base.name)
         if not vp or not bp or variant.name not in steps or base.name not in steps:
             continue
-        if "profiled_steps" not in vp or "profiled_steps" not in bp:
+        if vp.profiled_steps is None or bp.profiled_steps is None:
             continue  # profiles written before perflab recorded their step count
         measured = (steps[base.name] - steps[variant.name]) / 1e6
         d = delta_breakdown(bp, vp, measured)
@@ -168,13 +161,13 @@ def why_section(report: Report) -> list[str]:
             lines.append(f"{head}; {why_not}")
             continue
         parts = ", ".join(
-            f"{esc(f)} {ms:+.2f}" for f, ms in d["families_ms"].items() if abs(ms) >= 0.005
+            f"{esc(f)} {ms:+.2f}" for f, ms in d.families_ms.items() if abs(ms) >= 0.005
         )
         lines.append(
             f"- {esc(variant.label)} vs {esc(base.label)}: timed steps "
             f"{'saved' if measured >= 0 else 'lost'} {abs(measured):.2f} ms; profiled "
             f"change by family (ms per step, - = less time): {parts or 'none'}; "
-            f"unexplained by the profiles: {d['unexplained_ms']:+.2f} ms"
+            f"unexplained by the profiles: {d.unexplained_ms:+.2f} ms"
         )
     if not lines:
         return []
@@ -194,9 +187,9 @@ def why_section(report: Report) -> list[str]:
 
 def _not_an_explanation(
     report: Report,
-    variant: tuple[str, dict[str, Any]],
-    base: tuple[str, dict[str, Any]],
-    d: dict[str, Any],
+    variant: tuple[str, Profile],
+    base: tuple[str, Profile],
+    d: Breakdown,
 ) -> str:
     """Why the profiles' family attribution does not explain this comparison's timed
     difference ("" when it may): a profiled step far off its timed median, or a profiled
@@ -209,7 +202,7 @@ def _not_an_explanation(
         for name, profile in (variant, base)
         if (ratio := _off_timed(report, name, profile)) is not None
     ]
-    measured, profiled = d["measured_saving_ms"], d["profiled_saving_ms"]
+    measured, profiled = d.measured_saving_ms, d.profiled_saving_ms
     base_step_ms = (_timed_s(report, base[0]) or 0.0) * 1e3
     disagree = abs(profiled - measured) > max(abs(measured), ATTRIBUTION_SLACK * base_step_ms)
     if not off and not disagree:
@@ -226,29 +219,28 @@ def _not_an_explanation(
     )
 
 
-def _diagnosis_lines(report: Report, name: str, profile: dict[str, Any]) -> list[str]:
-    from perflab.profile.diagnosis import diagnose
-
+def _diagnosis_lines(report: Report, name: str, profile: Profile) -> list[str]:
     measured = report.summary.variant(name).measured
     if measured is None:
         return []
     d = diagnose(measured, profile)
-    idle = "n/a" if d["idle_share"] is None else f"{d['idle_share']:.0%}"
-    idle_name = "GPU idle" if d["device"] == "cuda" else "outside operators"
+    s = d.signals
+    idle = "n/a" if s.idle_share is None else f"{s.idle_share:.0%}"
+    idle_name = "GPU idle" if s.device == "cuda" else "outside operators"
     lines = [
-        f"Diagnosis: **{d['bottleneck']}**: {d['because']} (data wait "
-        f"{d['data_wait_share']:.0%} of the median step; {idle_name} {idle} of the "
-        f"profiled steps; copies and conversions {d['memory_movement_share']:.0%} and "
-        f"elementwise/normalisation {d['elementwise_share']:.0%} of profiled time); "
-        f"slowest phase: {d['slowest_phase'] or '-'}; top operations: "
-        f"{esc(', '.join(d['top_operations'])) or '-'}."
+        f"Diagnosis: **{d.bottleneck}**: {d.because} (data wait "
+        f"{s.data_wait_share:.0%} of the median step; {idle_name} {idle} of the "
+        f"profiled steps; copies and conversions {s.memory_movement_share:.0%} and "
+        f"elementwise/normalisation {s.elementwise_share:.0%} of profiled time); "
+        f"slowest phase: {d.slowest_phase or '-'}; top operations: "
+        f"{esc(', '.join(d.top_operations)) or '-'}."
     ]
-    if d["hypotheses"]:
+    if d.hypotheses:
         lines += ["", "Hypotheses to test next (not facts):", ""]
         lines += [
             f"- {esc(h.split(': perflab')[0])}: {code('perflab' + h.split(': perflab')[1])}"
             if ": perflab" in h
             else f"- {esc(h)}"
-            for h in d["hypotheses"]
+            for h in d.hypotheses
         ]
     return lines

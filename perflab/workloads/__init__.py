@@ -248,3 +248,19 @@ def build_workload(cfg: PerflabConfig, seed: int, batches: bool = True) -> Workl
         # The memory source reuses one batch; the trial moves it to the device once.
         source = _memory_batches(probe_batch(dataset, cfg.batch_size, collate))
     return Workload(model, make_loss(cfg.model), source, loader, probe)
+
+
+# The public face: what a trial builds its workload with, and the modules other packages
+# use (model=hf's, the outputs' loss). tests/test_layout.py checks that no other package
+# imports a module not listed.
+__all__ = [
+    "Workload",
+    "build_model",
+    "build_workload",
+    "check_factories",
+    "load_checkpoint",
+    "locate",
+    "make_loss",
+    "hf",
+    "outputs",
+]

@@ -22,13 +22,22 @@ Schema history:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from perflab.errors import RecordError
-from perflab.formats.dataclass_json import SchemaError, decode, encode, inline, written_when
+from perflab.formats.dataclass_json import (
+    SchemaError,
+    decode,
+    encode,
+    inline,
+    read_version,
+    written_when,
+)
+from perflab.formats.groups import GroupEntry
 from perflab.formats.json_file import read_json
 from perflab.formats.records import write_json_atomic
 from perflab.formats.summary.upgrade import Upgrade, merged_from_version_1, summary_from_version_1
@@ -45,6 +54,27 @@ T = TypeVar("T")
 class SummaryError(RecordError):
     """A summary.json that cannot be read: not JSON, a newer schema_version, or a field
     missing, unknown or of the wrong type (named in the message)."""
+
+
+# --- numbers as summary.json holds them ---------------------------------------------------
+
+
+def finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: an unbounded or undefined number is None (null), in
+    the fields that allow None (an interval's open end, a p-value without spread)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def finite_json(value: Any) -> Any:
+    """``finite`` applied to every number of a JSON value (a record's settings, a cell,
+    memory readings: summary.json copies them as they are, with null for NaN)."""
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_json(v) for v in value]
+    return finite(value) if isinstance(value, float) else value
 
 
 # --- a paired comparison's numbers ------------------------------------------------------
@@ -166,6 +196,10 @@ class Numerics:
     ok: bool
     # why the outputs could not be compared (their shapes differ)
     reason: str | None = written_when()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, key for key (NaN kept as it is: a report's table shows it)."""
+        return encode(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,8 +369,9 @@ class MergedSummary:
 
     # the file's schema version (history above)
     schema_version: int = SUMMARY_SCHEMA_VERSION
-    # groups.json's entries (perflab.experiment.scaleout): key, dir, state, ...
-    groups: list[dict[str, Any]]
+    # groups.json's entries (perflab.formats.groups), a group unreadable at the merge
+    # with state "unreadable: why"
+    groups: list[GroupEntry]
     # every group's comparisons, each with its group
     comparisons: list[Comparison]
     # the groups' reasons not to trust their verdicts, "GROUP: ..."
@@ -406,12 +441,5 @@ def _current(data: Any, upgrade: Upgrade) -> dict[str, Any]:
     unknown schema_version refused."""
     if not isinstance(data, dict):
         raise SchemaError(f"not a perflab summary (a JSON {type(data).__name__})")
-    version = data.get("schema_version", 1)
-    if type(version) is not int or version not in SUPPORTED_SUMMARY_VERSIONS:
-        newer = type(version) is int and version > SUMMARY_SCHEMA_VERSION
-        raise SchemaError(
-            f"schema_version={version!r} is not supported by this perflab (reads "
-            f"{', '.join(map(str, SUPPORTED_SUMMARY_VERSIONS))})"
-            + ("; upgrade perflab to read it" if newer else "")
-        )
+    version = read_version(data, SUMMARY_SCHEMA_VERSION, SUPPORTED_SUMMARY_VERSIONS)
     return upgrade(data, SUMMARY_SCHEMA_VERSION) if version == 1 else data

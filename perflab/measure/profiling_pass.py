@@ -1,6 +1,7 @@
-"""The profiled trial: built like a timed one, then stepped under torch.profiler in its own
-process, so profiling never shares a process with the timings. Writes profile.json, the
-Chrome trace and, when asked, a CUDA memory snapshot."""
+"""The profiling pass: one more trial per variant, built like a timed one, then stepped
+under torch.profiler in its own process, so profiling never shares a process with the
+timings. Writes profile.json (perflab.formats.profile_json), the Chrome trace and, when
+asked, a CUDA memory snapshot."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import torch
 
+from perflab.formats.profile_json import TOP_OPS, MemorySnapshot, Overhead, write_profile
 from perflab.formats.sweepdir import MEMORY_SNAPSHOT_FILE, log_beside
 from perflab.measure import knobs
 from perflab.measure.preflight import user_code_importable
@@ -45,9 +47,7 @@ def run_profile(request: TrialRequest) -> str:
 
 
 def _profile(request: TrialRequest) -> str:
-    from perflab.profile import attribution, operators
-    from perflab.profile import capture as profiling
-    from perflab.profile.profile_file import TOP_OPS
+    from perflab.profile import attribution, capture, operators
 
     cfg = request.config
     user_code_importable(request)
@@ -70,43 +70,41 @@ def _profile(request: TrialRequest) -> str:
     out = Path(request.record_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     snapshot = _start_memory_snapshot(p.memory_snapshot, resolved.device)
-    prof, profiled_s = profiling.profile_steps(
-        step,
-        prep.workload.batches,
-        phases,
-        resolved.device,
-        {"wait": p.wait, "warmup": p.warmup, "active": p.active},
-        p.shapes,
-        p.memory,
-        p.stacks,
+    prof, profiled_s = capture.profile_steps(
+        step, prep.workload.batches, phases, resolved.device, p
     )
-    exported = profiling.export_trace(prof, out.parent)
+    exported = capture.export_trace(prof, out.parent)
     trace = exported.events
     table = operators.read(trace)
-    extras = {
-        "memory_snapshot": _finish_memory_snapshot(snapshot, out),
-        "host_annotations": attribution.host_table(trace, TOP_OPS),
-    }
-    stored = profiling.write_trace(exported, out.parent, int(p.max_trace_mb * 2**20))
-    reference = sorted(unprofiled)[1]
-    profiling.write_profile(
-        out,
+    memory_snapshot = _finish_memory_snapshot(snapshot, out)
+    trace_file = capture.write_trace(exported, out.parent, int(p.max_trace_mb * 2**20))
+    # on CUDA, every kernel counted once under the operator that launched it
+    cuda = resolved.device == "cuda"
+    device_side = attribution.attribute(trace, TOP_OPS) if cuda else None
+    profile = capture.profile_of(
         variant={"choices": request.choices, "settings": settings_of(cfg, resolved)},
         device=resolved.device,
         rows=table.rows,
-        trace=stored,
+        trace_file=trace_file,
         profiled_steps=p.active,
-        busy=table.busy if resolved.device != "cuda" else {},
-        extras=extras,
-        # on CUDA, every kernel counted once under the operator that launched it
-        device_side=(attribution.attribute(trace, TOP_OPS) if resolved.device == "cuda" else None),
-        overhead={
-            "unprofiled_step_s": reference,
-            "profiled_step_s": profiled_s,
-            "ratio": profiled_s / reference if reference else float("nan"),
-        },
+        busy=table.busy,
+        host_annotations=None if cuda else attribution.host_table(trace, TOP_OPS),
+        memory_snapshot=memory_snapshot,
+        device_side=device_side,
+        overhead=_overhead(unprofiled, profiled_s),
     )
+    write_profile(out, profile)
     return "ok"
+
+
+def _overhead(unprofiled: list[float], profiled_s: float) -> Overhead:
+    """The profiled step against the median of the unprofiled ones."""
+    reference = sorted(unprofiled)[len(unprofiled) // 2]
+    return Overhead(
+        unprofiled_step_s=reference,
+        profiled_step_s=profiled_s,
+        ratio=profiled_s / reference if reference else None,
+    )
 
 
 def _start_memory_snapshot(requested: bool, device: str) -> str | None:
@@ -120,14 +118,14 @@ def _start_memory_snapshot(requested: bool, device: str) -> str | None:
     return None
 
 
-def _finish_memory_snapshot(not_started: str | None, out: Path) -> dict[str, Any]:
+def _finish_memory_snapshot(not_started: str | None, out: Path) -> MemorySnapshot:
     if not_started is not None:
-        return {"file": None, "note": not_started}
+        return MemorySnapshot(file=None, note=not_started)
     path = out.with_name(MEMORY_SNAPSHOT_FILE)
     # A pickle, because that is the visualizer's format; perflab writes it, never loads it.
     torch.cuda.memory._dump_snapshot(str(path))
     torch.cuda.memory._record_memory_history(enabled=None)
-    return {"file": path.name, "note": "open it in https://pytorch.org/memory_viz"}
+    return MemorySnapshot(file=path.name, note="open it in https://pytorch.org/memory_viz")
 
 
 def _wall_step(step: Any, prep: Prepared, device: str) -> float:
