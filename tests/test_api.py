@@ -198,6 +198,7 @@ def test_an_impossible_claim_fails(perflab_run):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_the_pytest_plugin_passes_a_known_effect_and_fails_an_impossible_claim(tmp_path):
     """The plugin as a user's test suite meets it: installed with perflab, idle until a
@@ -215,6 +216,7 @@ def test_the_pytest_plugin_passes_a_known_effect_and_fails_an_impossible_claim(t
     assert "false-positive rate" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_the_notebook_example_runs_as_written(tmp_path):
     """examples/notebook.py, cell after cell, in a fresh interpreter as a notebook runs it."""

@@ -43,6 +43,7 @@ def test_the_workflow_is_well_formed():
     assert all(name in names for name in RUN_HERE)
 
 
+@pytest.mark.slow
 @pytest.mark.heavy
 def test_its_measure_and_gate_steps_run_as_written(tmp_path):
     for step in _steps():

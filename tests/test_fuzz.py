@@ -612,6 +612,7 @@ def test_values_above_their_upper_bounds(workdir, args):
     no_trials(workdir)
 
 
+@pytest.mark.slow  # about 5 s: out of the quick loop
 @settings(FUZZ, max_examples=40)
 @given(args=st.one_of(unknown_keys(), malformed()))
 def test_unknown_keys_and_malformed_overrides(workdir, args):

@@ -136,3 +136,17 @@ def test_packages_import_only_each_others_public_face():
                 if n and n not in _declared(package)
             ]
     assert not found, "not in the package's __all__: " + "; ".join(found)
+
+
+def test_every_heavy_test_is_slow_too():
+    """The quick loop is `pytest -m "not slow"`, which replaces the default `-m 'not
+    heavy'`: a heavy test not marked slow would run in it."""
+    found = []
+    for path in (ROOT / "tests").glob("test_*.py"):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() == "@pytest.mark.heavy":
+                marks = {m.strip() for m in lines[max(i - 3, 0) : i + 3]}
+                if "@pytest.mark.slow" not in marks:
+                    found.append(f"{path.name}:{i + 1}")
+    assert not found, f"heavy but not slow: {found}"
