@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from perflab.api.result import Result, Undecided
+from perflab.api.result import Result
 from perflab.api.running import run
 
 UNDECIDED_CHOICES = ("skip", "error")
@@ -65,16 +65,13 @@ def _skip(message: str) -> NoReturn:
     pytest.skip(message)
 
 
-def _error(message: str) -> NoReturn:
-    raise Undecided(message)
-
-
 @pytest.fixture
 def perflab_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Result]]:
     """``perflab_run(*overrides, budget_s=120, **fields)``: perflab.run in the test's
     temporary directory, bounded by ``budget_s``; returns a Result whose assert_*
     methods follow --perflab-undecided."""
-    on_undecided = _skip if _undecided_mode(request.config) == "skip" else _error
+    # "error" is the Result's own way: raise perflab.Undecided
+    skip = _undecided_mode(request.config) == "skip"
     runs = iter(range(1_000))
 
     def run_experiment(
@@ -86,6 +83,6 @@ def perflab_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
             fields.setdefault("schedule__time_budget_s", round(budget_s * ROUNDS_SHARE, 1))
         sweep_dir = tmp_path / f"perflab-{next(runs)}"
         result = run(*overrides, sweep_dir=sweep_dir, timeout_s=budget_s, **fields)
-        return replace(result, on_undecided=on_undecided)
+        return replace(result, on_undecided=_skip) if skip else result
 
     yield run_experiment

@@ -10,7 +10,7 @@ is Welch's interval on the log trial costs, against the wider band of the two ru
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from perflab.analysis import stats
@@ -55,12 +55,6 @@ class Against:
     old_name: str
     forced: list[str]
     results: list[AgainstRow]
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        """The results as objects, keyed by their fields' names (perflab-report's gates
-        read them so)."""
-        return [asdict(r) for r in self.results]
 
 
 def _config_key(config: dict[str, Any], ignore: tuple[str, ...] = ()) -> str:

@@ -56,7 +56,6 @@ from typing import Any
 
 import pandas as pd
 
-from perflab.analysis.numerics import compare_probes
 from perflab.analysis.stats import per_step_ns, percentiles
 from perflab.analysis.summarize import analyze
 from perflab.analysis.sweep import Experiment, SweepRecords, read_sweep
@@ -144,29 +143,35 @@ class ComparisonRow:
 @dataclass
 class Report:
     """Everything a report shows, computed from the records alone. The typed rows and
-    the frames of trials and families are derived on first use (module docstring)."""
+    the frames are derived from the summary, the plan and the records, once, on first
+    use (module docstring)."""
 
     sweep_dir: Path
     experiment: Experiment
     summary: Summary
     trials: dict[str, dict[int, TrialRecord]]
-    comparisons: pd.DataFrame
-    variants: pd.DataFrame
-    numerics: pd.DataFrame
     # variant name -> its profiling trial's profile.json, None when it has none
     profiles: dict[str, Profile | None]
     # record files that could not be read, "path relative to the sweep directory: why"
     skipped: list[str] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        # the variants' frame with its knobs' columns: load() builds it from the summary
-        # alone, which names each variant but not its values (the plan holds them)
-        self.variants = variant_frame(self.summary, self.experiment.plan)
-
     @cached_property
     def comparison_rows(self) -> list[ComparisonRow]:
-        """One per comparison, in the plan's order (the summary's)."""
+        """One per comparison, in the plan's order (the summary's): the comparisons
+        frame and the markdown read the same rows."""
         return comparison_rows(self.summary, self.experiment.plan, self.trials)
+
+    @cached_property
+    def comparisons(self) -> pd.DataFrame:
+        return comparison_frame(self.experiment.plan, self.comparison_rows)
+
+    @cached_property
+    def variants(self) -> pd.DataFrame:
+        return variant_frame(self.summary, self.experiment.plan)
+
+    @cached_property
+    def numerics(self) -> pd.DataFrame:
+        return numerics_frame(self.summary)
 
     @cached_property
     def variant_rows(self) -> list[VariantRow]:
@@ -189,10 +194,6 @@ def first_ok(trials: dict[int, TrialRecord]) -> TrialRecord | None:
         if record.status == "ok":
             return record
     return None
-
-
-def _probe_record(trials: dict[int, TrialRecord]) -> TrialRecord | None:
-    return next((t for _, t in sorted(trials.items()) if t.probe is not None), None)
 
 
 def _evidence_ok(record: TrialRecord, name: str) -> tuple[bool, bool | None]:
@@ -292,11 +293,8 @@ def knob_values(plan: Plan, variant: Variant) -> dict[str, Any]:
     return {key: values.get(key) for key in plan.swept}
 
 
-def comparison_frame(
-    report_summary: Summary, plan: Plan, trials: dict[str, dict[int, TrialRecord]]
-) -> pd.DataFrame:
+def comparison_frame(plan: Plan, rows: list[ComparisonRow]) -> pd.DataFrame:
     """comparisons.csv: one row per comparison (columns: the module docstring)."""
-    rows = comparison_rows(report_summary, plan, trials)
     return pd.DataFrame([_comparison_columns(plan, row) for row in rows])
 
 
@@ -398,19 +396,23 @@ def _health_columns(v: VariantSummary) -> dict[str, bool]:
     }
 
 
-def numerics_frame(plan: Plan, trials: dict[str, dict[int, TrialRecord]]) -> pd.DataFrame:
-    """numerics.csv: the variant's probe outputs against its baseline's, per comparison
-    (the values of the summary's Comparison.numerics, NaN where summary.json has null)."""
+def numerics_frame(summary: Summary) -> pd.DataFrame:
+    """numerics.csv: the variant's probe outputs against its baseline's, per comparison:
+    the summary's Comparison.numerics, NaN where summary.json has null."""
     rows = []
-    for variant, base in plan.comparisons():
-        v_rec, b_rec = _probe_record(trials[variant.name]), _probe_record(trials[base.name])
-        row: dict[str, Any] = {"variant": variant.label, "baseline": base.label}
-        if v_rec is None or b_rec is None or v_rec.probe is None or b_rec.probe is None:
+    for c in summary.comparisons:
+        row: dict[str, Any] = {"variant": c.variant, "baseline": c.baseline}
+        if c.numerics is None:
             row.update({"ok": None, "reason": NO_PROBE})
         else:
-            row.update(compare_probes(b_rec.probe, v_rec.probe).to_dict())
+            values = c.numerics.to_dict()
+            row.update({k: NAN if v is None and k in _NUMERIC else v for k, v in values.items()})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# numerics.csv's number columns: NaN where the summary has null
+_NUMERIC = ("max_abs_err", "max_rel_err", "cosine", "loss_diff", "tolerance")
 
 
 def trial_frame(
@@ -533,14 +535,4 @@ def load(
     summary = summary if summary is not None else analyze(experiment, trials)
     plan = experiment.plan
     profiles = {v.name: _profile(sweep_dir, v.dir, skipped) for v in plan.variants}
-    return Report(
-        sweep_dir,
-        experiment,
-        summary,
-        trials,
-        comparison_frame(summary, plan, trials),
-        variant_frame(summary),
-        numerics_frame(plan, trials),
-        profiles,
-        skipped,
-    )
+    return Report(sweep_dir, experiment, summary, trials, profiles, skipped)
