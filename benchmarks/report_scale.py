@@ -20,6 +20,7 @@ from perflab.analysis.sweep import Experiment, ScheduleSettings
 from perflab.config.plan import Job, build_plan
 from perflab.formats.records import Samples, TrialRecord, write_json_atomic, write_record
 from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.formats.trial_parts import TrialMemory
 
 SCHEDULE = {
     "metric": "latency",
@@ -56,7 +57,7 @@ def make(root: Path, variants: int, rounds: int, steps: int) -> None:
                     started_at="t",
                     finished_at="t",
                     round=r,
-                    memory={"peak_bytes": 2**20},
+                    memory=TrialMemory(kind="process_rss", peak_bytes=2**20),
                     samples=Samples(1, ns, {"data": ns, "forward": ns}, [], 1, 0.04, "min_reached"),
                 ),
             )

@@ -9,6 +9,7 @@ from perflab.analysis.sweep import Experiment, ScheduleSettings
 from perflab.config.plan import Job, Plan, build_plan
 from perflab.formats.records import Probe, Samples, TrialRecord, write_json_atomic, write_record
 from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.formats.trial_parts import KnobEvidence, PhaseReading, TrialMemory, TrialTelemetry
 
 SCHEDULE = {
     "metric": "latency",
@@ -71,32 +72,25 @@ def make_sweep(
                     0.04,
                     "min_reached",
                 ),
-                memory={
-                    "kind": "process_rss",
-                    "peak_bytes": 100 * 2**20,
-                    **(
-                        {
-                            "phases": [
-                                {"phase": p, "rss_bytes": (90 + i) * 2**20}
-                                for i, p in enumerate(("data", "forward"))
-                            ]
-                        }
-                        if r == 0
-                        else {}
-                    ),
-                },
-                telemetry={"available": False, "reason": "no GPU telemetry on cpu"},
+                memory=TrialMemory(
+                    kind="process_rss",
+                    peak_bytes=100 * 2**20,
+                    phases=[
+                        PhaseReading(phase=p, rss_bytes=(90 + i) * 2**20)
+                        for i, p in enumerate(("data", "forward"))
+                    ]
+                    if r == 0
+                    else None,
+                ),
+                telemetry=TrialTelemetry.unavailable("no GPU telemetry on cpu"),
                 environment={**ENVIRONMENT, "torch": torch},
                 conditions={"threads": 1, "interop_threads": 2},
                 load_start=[0.5, 0.4, 0.3],
                 load_end=[0.6, 0.4, 0.3],
                 evidence={
-                    "amp": {
-                        "requested": "bfloat16",
-                        "observed": ["bfloat16"],
-                        "ok": True,
-                        "detail": "",
-                    }
+                    "amp": KnobEvidence(
+                        requested="bfloat16", observed=["bfloat16"], ok=True, detail=""
+                    )
                 }
                 if fast
                 else {},

@@ -150,6 +150,7 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "sweep" / SUMMARY_FILE).exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_known_ratio_measured_from_python(tmp_path):
     """Spin steps of 2000 us against 2100 us: the variant is 5 % faster, by construction."""
@@ -168,6 +169,7 @@ def test_a_known_ratio_measured_from_python(tmp_path):
     assert result.report.is_file()
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_timeout_stops_cleanly_and_returns_the_partial_summary(tmp_path):
     result = perflab.run(

@@ -176,6 +176,7 @@ def test_an_experiment_json_whose_job_directory_leads_out_is_refused(tmp_path, j
     assert done.stderr.count("\n") == 1 and "dir=" in done.stderr and EXPERIMENT_FILE in done.stderr
 
 
+@pytest.mark.slow
 def test_perflab_report_out_never_copies_a_file_profile_json_points_at(tmp_path):
     """The hostile pass's case as a user would hit it: a profile.json naming a file outside
     the sweep, then `perflab-report SWEEP --out DIR`."""

@@ -231,9 +231,9 @@ def test_a_fused_sweep_runs_the_compiled_kernels_with_eager_numerics(tmp_path):
     root = sweep(tmp_path, "+experiment=fused", *QUICK, "profile=false")
     fused = records(job_dirs(root)["fused=triton"])[0]
     evidence = fused.evidence["fused"]
-    assert fused.status == "ok" and evidence["ok"] is True
-    assert evidence["interpreted"] is False and evidence["timing_representative"] is True
-    assert evidence["op_calls"]["perflab::bias_gelu"] > 0
+    assert fused.status == "ok" and evidence.ok is True
+    assert evidence.interpreted is False and evidence.timing_representative is True
+    assert evidence.op_calls is not None and evidence.op_calls["perflab::bias_gelu"] > 0
     assert not any("Triton's interpreter" in w for w in fused.warnings)
     [c] = summary(root)["comparisons"]
     assert c["variant"] == "fused=triton" and c["numerics"]["ok"] is True, c["numerics"]
@@ -282,7 +282,7 @@ def test_reduce_overhead_replays_cuda_graphs(compile_sweep):
     assert compiled and all(r.status == "ok" for r in compiled)
     assert {r.settings["compile_mode"] for r in compiled} == {"reduce-overhead"}
     evidence = compiled[0].evidence["compile"]
-    assert evidence["ok"] is True and evidence["observed"]["compiled_in_timed_window"] == 0
+    assert evidence.ok is True and evidence.observed["compiled_in_timed_window"] == 0
     # the graph replays are in the profiled steps' trace, and only in the compiled variant's
     assert "cudaGraphLaunch" in trace_event_names(jobs["compile=reduce-overhead"])
     assert "cudaGraphLaunch" not in trace_event_names(jobs["compile=off"])

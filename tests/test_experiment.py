@@ -157,6 +157,7 @@ def test_an_impossible_variant_stops_the_sweep_before_measuring(tmp_path):
     assert not list(tmp_path.glob("multirun/*/*/*/trials/*.json"))
 
 
+@pytest.mark.slow
 def test_a_sweep_without_a_baseline_is_refused(tmp_path):
     result = perflab(tmp_path, "model=mlp", "amp=bf16,true", *FAST)
     assert result.returncode == 2

@@ -17,9 +17,11 @@ from perflab.analysis.trials import trial_cost
 from perflab.formats.profile_json import OpRow, Overhead, TraceFile, write_profile
 from perflab.formats.records import load_record, write_record
 from perflab.formats.sweepdir import profile_record
+from perflab.formats.trial_parts import TrialTelemetry, TrialWorker
 from perflab.profile.capture import profile_of
 from perflab.report import load, write_report
-from perflab.report.tables import HEALTH_KINDS, Report, health_kind
+from perflab.report.frames import HEALTH_KINDS, health_kind
+from perflab.report.tables import Report
 
 H100 = Path(__file__).resolve().parent / "fixtures" / "h100"
 H100_SWEEPS = (
@@ -161,7 +163,7 @@ def test_the_trials_frame_has_a_row_per_record_with_its_steps_and_cost(tmp_path)
 
 def test_the_trials_frame_names_the_warm_worker_of_a_trial(tmp_path):
     make_sweep(tmp_path)
-    worker = {"isolation": "worker", "id": 1, "trial": 0, "generation": 2, "pid": 7}
+    worker = TrialWorker(isolation="worker", id=1, trial=0, generation=2, pid=7)
     _edit(tmp_path, "1", range(6, 8), worker=worker, session=1)
     trials = load(tmp_path).trials_frame()
     warm = trials[trials["worker_id"].notna()]
@@ -319,6 +321,8 @@ def test_a_variant_without_an_ok_trial_is_not_healthy(tmp_path):
 def test_the_telemetry_flags_are_throttled():
     from perflab.analysis.health import telemetry_flags
 
-    slow = {"available": True, "clock_ratio_median": 0.5, "throttle_share": {"sw_power_cap": 0.5}}
+    slow = TrialTelemetry(
+        available=True, clock_ratio_median=0.5, throttle_share={"sw_power_cap": 0.5}
+    )
     flags = telemetry_flags([slow, slow])
     assert len(flags) == 2 and {health_kind(f) for f in flags} == {"throttled"}

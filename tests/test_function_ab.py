@@ -19,6 +19,7 @@ from perflab.config.compose import to_config
 from perflab.config.plan import Job, build_plan
 from perflab.errors import ConfigError
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import Invocation
 from perflab.measure.preflight import check_settings
 from perflab.measure.trial import run_trial
 from perflab.process.trial_request import TrialRequest
@@ -46,13 +47,13 @@ pytestmark = pytest.mark.usefixtures("frozen_heap")
 def _run(tmp_path, cfg, name):
     path = tmp_path / name
     status = run_trial(
-        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), {"cwd": str(tmp_path)})
+        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), Invocation(cwd=str(tmp_path)))
     )
     return status, load_record(path)
 
 
 def _check(tmp_path, cfg):
-    return check_settings(TrialRequest(cfg, {}, str(tmp_path / "r.json"), {}))
+    return check_settings(TrialRequest(cfg, {}, str(tmp_path / "r.json"), Invocation()))
 
 
 # --- the config ---------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def test_two_implementations_agree_and_a_wrong_one_does_not(tmp_path, make_confi
         assert status == "ok", record.error
         assert list(record.samples.phases_ns) == ["data", "h2d", "forward"]
         assert record.settings["function"] == f"{FUNCTIONS}.{name}"
-        assert record.evidence["model.fn"]["observed"] == f"{FUNCTIONS}.{name}"
+        assert record.evidence["model.fn"].observed == f"{FUNCTIONS}.{name}"
         assert record.probe is not None and record.probe.output_shape == [4, 8, 8]
         probes[name] = record.probe
     assert compare_probes(probes["matmul"], probes["matmul_einsum"]).ok is True
@@ -220,4 +221,4 @@ def test_a_function_pair_with_a_known_cost_ratio_reads_the_right_verdict(tmp_pat
     assert "**FASTER**; numerics OK (max rel err 0.0e+00)" in report
     assert "model.fn: yes" in report
     record = load_record(summary_path.parent / "1" / "trials" / "r000.json")
-    assert record.evidence["model.fn"]["observed"] == "perflab.workloads.spin.double_fast"
+    assert record.evidence["model.fn"].observed == "perflab.workloads.spin.double_fast"

@@ -41,6 +41,7 @@ from perflab.config import bounds, rules, vocabulary
 from perflab.config import schema as config
 from perflab.errors import ConfigError, PerflabError, format_value, printable
 from perflab.experiment import runner
+from perflab.formats.trial_parts import Invocation
 from perflab.measure import resolve
 from perflab.measure import sizes as size_rules
 
@@ -87,7 +88,7 @@ def _single_trial(
 ) -> Path:
     from perflab.process.trial_request import TrialRequest
 
-    invocation = {"argv": list(sys.argv), "cwd": str(Path.cwd())}
+    invocation = Invocation(argv=list(sys.argv), cwd=str(Path.cwd()))
     _checked(TrialRequest(cfg, config_dict, "", invocation, choices=choices))
     raise NotRejected("a trial would have run")
 
@@ -596,6 +597,7 @@ def test_wrong_types_from_the_schema(workdir, case):
     no_trials(workdir)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(args=out_of_range())
@@ -604,6 +606,7 @@ def test_values_out_of_range(workdir, args):
     no_trials(workdir)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(args=too_large())
@@ -798,6 +801,7 @@ def bad_report_args(root: Path) -> st.SearchStrategy[tuple[list[str], list[str]]
     )
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=40)
 @given(data=st.data())
 def test_report_bad_arguments(sweep, data):

@@ -15,8 +15,9 @@ from perflab.analysis.health import leak_flag, stall_flag, stalls
 from perflab.analysis.steady import Bounds
 from perflab.analysis.variants import variant_summary
 from perflab.config.plan import Variant
-from perflab.formats.records import SAMPLE_BYTES, Samples, TrialRecord, load_record
+from perflab.formats.records import Samples, TrialRecord, load_record
 from perflab.formats.summary.variant import VariantSummary
+from perflab.formats.trial_parts import Invocation
 from perflab.measure import memory
 from perflab.measure.steps import run_block
 from perflab.measure.timing import HostTimer, split_marks
@@ -39,7 +40,7 @@ def _record(step_ns: list[int], sample_bytes: list[int] | None = None, group: in
     )
     record = TrialRecord("ok", {}, {"batch_size": 1}, "", "", samples=samples)
     if sample_bytes is not None:
-        record.memory[SAMPLE_BYTES] = sample_bytes
+        record.memory.sample_bytes = sample_bytes
     return record
 
 
@@ -260,14 +261,14 @@ def _summary(trials: dict[int, TrialRecord]) -> VariantSummary:
 
 def _trial(tmp_path: Path, cfg) -> tuple[TrialRecord, list[str]]:
     path = tmp_path / "000.json"
-    request = TrialRequest(cfg, {}, str(path), {"cwd": str(Path(__file__).parent.parent)})
+    request = TrialRequest(cfg, {}, str(path), Invocation(cwd=str(Path(__file__).parent.parent)))
     outcome = run_isolated(RUN_TRIAL, request, timeout_s=300)
     assert outcome.kind == "ok", outcome.message
     record = load_record(path)
     assert record.status == "ok", record.error
     assert record.samples is not None
     # a reading after every timed sample, those of the warm-up's kept window included
-    assert len(record.memory[SAMPLE_BYTES]) == len(record.samples.step_ns)
+    assert len(record.memory.sample_bytes or []) == len(record.samples.step_ns)
     return record, _summary({0: record}).health
 
 
@@ -308,5 +309,5 @@ def test_a_stalling_model_is_flagged(tmp_path, make_config):
 )
 def test_ordinary_models_get_neither_flag(tmp_path, make_config, overrides):
     record, flags = _trial(tmp_path, make_config(*overrides))
-    assert health.growth(record.memory[SAMPLE_BYTES], 1) is not None  # the rule ran
+    assert health.growth(record.memory.sample_bytes or [], 1) is not None  # the rule ran
     assert not _has(flags, LEAK) and not _has(flags, STALL), flags

@@ -16,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -310,12 +309,12 @@ def test_the_attention_implementation_in_effect_is_observed(
 
     cfg, prep = built(make_config, *overrides)
     found = evidence_of(cfg, resolve(cfg), prep)
-    assert found["model.attn"]["ok"] is True, found["model.attn"]
-    assert found["model.attn"]["observed"]["config"] == attn
-    seen = found["model.attn"]["observed"]["calls"]
+    assert found["model.attn"].ok is True, found["model.attn"]
+    assert found["model.attn"].observed["config"] == attn
+    seen = found["model.attn"].observed["calls"]
     assert {k: seen[k] for k in calls} == calls
-    assert found["model.gradient_checkpointing"]["ok"] is True
-    assert found["model.gradient_checkpointing"]["observed"]["recomputed_module_calls"] == 0
+    assert found["model.gradient_checkpointing"].ok is True
+    assert found["model.gradient_checkpointing"].observed["recomputed_module_calls"] == 0
     assert all(p.grad is None for p in prep.model.parameters())  # the pass leaves none
 
 
@@ -326,8 +325,8 @@ def test_checkpointing_is_seen_recomputing_in_the_backward_pass(
 
     cfg, prep = built(make_config, "model.arch=llama", "model.gradient_checkpointing=true")
     found = evidence_of(cfg, resolve(cfg), prep)["model.gradient_checkpointing"]
-    assert found["ok"] is True and found["observed"]["enabled"] is True
-    assert found["observed"]["recomputed_module_calls"] > 0
+    assert found.ok is True and found.observed["enabled"] is True
+    assert found.observed["recomputed_module_calls"] > 0
 
 
 @pytest.mark.parametrize(
@@ -346,24 +345,25 @@ def test_the_cache_is_seen_in_the_output(
 
     cfg, prep = built(make_config, *overrides)
     found = evidence_of(cfg, resolve(cfg), prep)["model.use_cache"]
-    assert (found["observed"], found["ok"]) == (bool(returned), bool(ok))
+    assert (found.observed, found.ok) == (bool(returned), bool(ok))
 
 
 def test_the_evidence_says_no_when_calls_contradict_the_config():
     from perflab.measure.hf_knobs import (
+        AttentionCalls,
         attention_evidence,
         cache_evidence,
         checkpointing_evidence,
     )
 
     # sdpa asked, but the forward ran the eager path's softmax (a silent fallback)
-    assert attention_evidence("sdpa", "sdpa", Counter(softmax=2))["ok"] is False
-    assert attention_evidence("eager", "eager", Counter(softmax=2, sdpa=1))["ok"] is False
-    assert attention_evidence("sdpa", "eager", Counter(sdpa=2))["ok"] is False
-    assert attention_evidence("flash_attention_2", "flash_attention_2", Counter(flash=2))["ok"]
-    assert checkpointing_evidence(True, True, 0)["ok"] is False  # nothing recomputed
-    assert checkpointing_evidence(False, False, 0)["ok"] is True
-    assert cache_evidence(False, True)["ok"] is False
+    assert attention_evidence("sdpa", "sdpa", AttentionCalls(softmax=2)).ok is False
+    assert attention_evidence("eager", "eager", AttentionCalls(softmax=2, sdpa=1)).ok is False
+    assert attention_evidence("sdpa", "eager", AttentionCalls(sdpa=2)).ok is False
+    assert attention_evidence("flash_attention_2", "flash_attention_2", AttentionCalls(flash=2)).ok
+    assert checkpointing_evidence(True, True, 0).ok is False  # nothing recomputed
+    assert checkpointing_evidence(False, False, 0).ok is True
+    assert cache_evidence(False, True).ok is False
 
 
 # --- the command, end to end -------------------------------------------------------------

@@ -31,6 +31,7 @@ from perflab.formats.sweepdir import (
     SweepLock,
     check_output_dir,
 )
+from perflab.formats.trial_parts import Invocation
 
 # A sweep of one variant, three rounds of ~0.2 s trials of MODEL (my_model.py, in the
 # directory the command runs in), each in a fresh process, on the CPU: ~6 s
@@ -195,6 +196,7 @@ def test_a_deeply_nested_record_is_measured_again_by_a_resume(tmp_path):
     assert load_record(record).status == "ok"  # measured again in its round's place
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_experiment_json_is_one_line_and_exit_2(tmp_path):
     sweep = tmp_path / "sweep"
     make_sweep(sweep)
@@ -235,6 +237,7 @@ def test_every_reader_of_perflab_json_bounds_its_nesting(tmp_path):
 # --- (10) experiment.json has a schema_version ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_experiment_json_is_versioned_and_a_newer_version_is_refused(tmp_path):
     sweep = tmp_path / "sweep"
     plan = make_sweep(sweep)
@@ -252,7 +255,7 @@ def test_experiment_json_is_versioned_and_a_newer_version_is_refused(tmp_path):
         line = one_line(result.stderr)
         assert f"{sweep / 'experiment.json'}: unreadable" in line
         assert "schema_version=3 is not supported by this perflab (reads 1, 2)" in line
-    fp = resume.fingerprint({}, {"cwd": str(tmp_path)})
+    fp = resume.fingerprint({}, Invocation(cwd=str(tmp_path)))
     with pytest.raises(ConfigError, match=r"experiment.json is unreadable \(schema_version=3"):
         resume.previous(sweep, plan, fp)
 

@@ -14,6 +14,7 @@ import pytest
 
 from perflab.errors import ConfigError
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import Invocation
 from perflab.measure.preflight import check_settings
 from perflab.process.trial_request import TrialRequest
 
@@ -58,7 +59,7 @@ def request(make_config, field_name: str) -> TrialRequest:
         cfg = make_config(*base, f"model._target_={MODULE}.build")
     else:
         cfg = make_config(*base, "model._target_=tests.faulty.build", f"data.dataset={MODULE}.x")
-    return TrialRequest(cfg, {}, "", {"cwd": str(Path(__file__).resolve().parent.parent)})
+    return TrialRequest(cfg, {}, "", Invocation(cwd=str(Path(__file__).resolve().parent.parent)))
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from torch import nn
 
 from perflab.errors import ConfigError
 from perflab.formats.records import load_record, write_record
+from perflab.formats.trial_parts import Invocation, KnobEvidence
 from perflab.kernels import CALLS, TOLERANCES, FusedLinearGELU, fuse_model, ops
 from perflab.measure.resolve import resolve
 from perflab.measure.trial import run_trial
@@ -262,19 +263,20 @@ def test_fused_without_triton_is_a_config_error_and_on_cpu_a_warning(make_config
         resolve(make_config("device=cpu", "fused=true"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_a_fused_trial_proves_the_kernels_ran_and_flags_its_timing(tmp_path, make_config, mode):
     cfg = make_config(*TINY, "fused=triton", f"mode={mode}")
     path = tmp_path / "000.json"
-    status = run_trial(TrialRequest(cfg, {}, str(path), {"cwd": str(tmp_path)}))
+    status = run_trial(TrialRequest(cfg, {}, str(path), Invocation(cwd=str(tmp_path))))
     record = load_record(path)
     fused = record.evidence["fused"]
     assert status == "ok", record.error
-    assert fused["ok"] is True and fused["observed"] == ["0+1: Linear+GELU"]
-    assert fused["op_calls"]["perflab::bias_gelu"] > 0
-    assert ("perflab::bias_gelu_backward" in fused["op_calls"]) == (mode == "train")
-    assert fused["interpreted"] is True and fused["timing_representative"] is False
-    assert "timing not representative" in fused["detail"]
+    assert fused.ok is True and fused.observed == ["0+1: Linear+GELU"]
+    assert fused.op_calls is not None and fused.op_calls["perflab::bias_gelu"] > 0
+    assert ("perflab::bias_gelu_backward" in fused.op_calls) == (mode == "train")
+    assert fused.interpreted is True and fused.timing_representative is False
+    assert "timing not representative" in fused.detail
     assert any("Triton's interpreter" in w for w in record.warnings)
     assert record.probe is not None and (record.probe.grad_norm is not None) == (mode == "train")
 
@@ -289,7 +291,9 @@ def test_the_report_labels_interpreted_variants(tmp_path):
     treated = next(v for v in plan.variants if v.name == "1")
     for path in sorted((tmp_path / treated.dir / "trials").glob("*.json")):
         record = load_record(path)
-        record.evidence["fused"] = {"ok": True, "timing_representative": False}
+        record.evidence["fused"] = KnobEvidence(
+            requested="triton", observed=[], ok=True, detail="", timing_representative=False
+        )
         write_record(path, record)
     lines = write_report(load(tmp_path)).read_text().splitlines()
     labelled = [line for line in lines if INTERPRETER_LABEL in line]

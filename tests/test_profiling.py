@@ -80,7 +80,7 @@ def _profile(tmp_path, make_config, *overrides):
     # already hold the same model compiled without kernel names.
     cfg = make_config(*TINY, *overrides)
     path = tmp_path / "profile" / "profile.json"
-    outcome = run_isolated(run_profile, TrialRequest(cfg, {}, str(path), {}), timeout_s=600)
+    outcome = run_isolated(run_profile, TrialRequest(cfg, {}, str(path)), timeout_s=600)
     assert outcome.kind == "ok", outcome.message
     profile = load_profile(path)
     assert profile is not None

@@ -24,6 +24,7 @@ from perflab.formats.records import (
     write_record,
 )
 from perflab.formats.summary import Summary
+from perflab.formats.trial_parts import CostParts, KnobEvidence, TrialMemory, TrialWorker
 from perflab.report.__main__ import main as analysis_main
 
 
@@ -44,7 +45,10 @@ def _record(round_: int = 0) -> TrialRecord:
             0.1,
             "min_reached",
         ),
-        memory={"kind": "process_rss", "peak_bytes": 2**20},
+        memory=TrialMemory(kind="process_rss", peak_bytes=2**20),
+        evidence={"threads": KnobEvidence(requested=1, observed=1, ok=True, detail="")},
+        worker=TrialWorker(isolation="process", pid=1),
+        cost_s=CostParts(timed=0.1),
         probe=Probe(4, 2.3, [4, 10], "float32", 1.5, [0.1, -0.2], 0.7),
     )
 
@@ -93,7 +97,13 @@ NONSENSE = [
     ("round", True, "round=True: not a round number (an integer >= 0)"),
     ("samples", None, "samples=None: an ok trial without timed samples"),
     ("settings.batch_size", 0, "settings.batch_size=0: not a batch size"),
-    ("memory.peak_bytes", "lots", "memory.peak_bytes='lots': not a byte count"),
+    ("memory.peak_bytes", "lots", "memory.peak_bytes='lots': not an integer"),
+    ("memory.peak_bytes", -1, "memory.peak_bytes=-1: not a byte count"),
+    ("cost_s.timed", math.nan, "cost_s.timed=nan: not a finite number"),
+    ("cost_s.timed", -0.5, "cost_s.timed=-0.5: not a finite number of seconds >= 0"),
+    ("worker.pid", "12", "worker.pid='12': not an integer"),
+    ("evidence.threads.ok", "yes", "evidence.threads.ok='yes': not true or false"),
+    ("telemetry.surprise", 1, "telemetry.surprise: not a known field"),
     ("probe.loss", "low", "probe.loss='low': not a number"),
     ("probe.output_sample.1", None, "probe.output_sample[1]=None: not a number"),
     ("environment", [], "environment=[]: not a mapping"),

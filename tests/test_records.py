@@ -15,6 +15,7 @@ from perflab.formats.records import (
     load_record,
     write_record,
 )
+from perflab.formats.trial_parts import KnobEvidence
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "h100"
 
@@ -31,7 +32,7 @@ def _record() -> TrialRecord:
         ),
         probe=Probe(4, 2.3, [4, 10], "float32", 1.5, [0.1, -0.2], 0.7),
         error=None,
-        evidence={"threads": {"requested": 1, "observed": 1, "ok": True, "detail": ""}},
+        evidence={"threads": KnobEvidence(requested=1, observed=1, ok=True, detail="")},
     )
 
 

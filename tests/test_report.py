@@ -150,11 +150,13 @@ def test_against_refuses_different_environments_unless_forced(tmp_path):
     assert "**FORCED**" in (tmp_path / "new" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_against_gates_ci_on_a_regression(tmp_path):
     result = against(tmp_path, "--fail-on", "slower", scale=1.2)
     assert result.returncode == 1 and "in old (SLOWER)" in result.stderr
 
 
+@pytest.mark.slow
 def test_reports_are_made_without_torch(tmp_path):
     make_sweep(tmp_path)
     code = (
@@ -173,6 +175,7 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry(tmp_path):
     from perflab.analysis.summarize import analyze_dir
     from perflab.formats.summary import Summary
     from perflab.formats.summary.variant import Telemetry
+    from perflab.formats.trial_parts import PhaseReading
     from perflab.report.memory_section import resources_section
 
     make_sweep(tmp_path)
@@ -183,12 +186,12 @@ def test_memory_section_shows_cuda_phases_and_gpu_telemetry(tmp_path):
         peak_memory_bytes=3 * 2**30,
         memory_kind="cuda_allocator",
         memory_by_phase=[
-            {
-                "phase": "forward",
-                "allocated_bytes": 2 * 2**30,
-                "reserved_bytes": 4 * 2**30,
-                "peak_allocated_bytes": 3 * 2**30,
-            }
+            PhaseReading(
+                phase="forward",
+                allocated_bytes=2 * 2**30,
+                reserved_bytes=4 * 2**30,
+                peak_allocated_bytes=3 * 2**30,
+            )
         ],
         telemetry=Telemetry(
             available=True,

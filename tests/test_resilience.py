@@ -32,6 +32,7 @@ from perflab.experiment import resume
 from perflab.formats.records import MIN_FREE_BYTES, check_writable, load_record
 from perflab.formats.summary import Summary
 from perflab.formats.sweepdir import EXPERIMENT_FILE
+from perflab.formats.trial_parts import Invocation
 from perflab.process.isolation import run_isolated
 
 PERFLAB = console_scripts.command("perflab")
@@ -325,7 +326,7 @@ def _experiment(tmp_path: Path) -> tuple[Experiment, dict]:
 
     plan = make_sweep(tmp_path)
     config = {"batch_size": 8, "trial": {"min_steps": 20}, "schedule": {"max_rounds": 10}}
-    fp = resume.fingerprint({"0": config, "1": config}, {"cwd": "/w", "git_commit": "abc"})
+    fp = resume.fingerprint({"0": config, "1": config}, Invocation(cwd="/w", git_commit="abc"))
     old = Experiment(plan, ScheduleSettings.from_dict(SCHEDULE), "max rounds", 8, 1.0, fp)
     return old, fp
 
@@ -336,12 +337,14 @@ def test_the_same_experiment_may_change_only_its_stopping_limits_and_outputs(tmp
     assert resume.differences(old, plan, fp) == []
     config = {"batch_size": 8, "trial": {"min_steps": 20}, "schedule": {"max_rounds": 40}}
     config |= {"report": {"dir": "reports/x"}, "profile": False}
-    extended = resume.fingerprint({"0": config, "1": config}, {"cwd": "/w", "git_commit": "abc"})
+    extended = resume.fingerprint(
+        {"0": config, "1": config}, Invocation(cwd="/w", git_commit="abc")
+    )
     assert resume.differences(old, plan, extended) == []
     changed = {**config, "batch_size": 16}
-    other = resume.fingerprint({"0": config, "1": changed}, {"cwd": "/w", "git_commit": "abc"})
+    other = resume.fingerprint({"0": config, "1": changed}, Invocation(cwd="/w", git_commit="abc"))
     assert resume.differences(old, plan, other) == ["batch_size: 8 -> 16"]
-    moved = resume.fingerprint({"0": config, "1": config}, {"cwd": "/w", "git_commit": "def"})
+    moved = resume.fingerprint({"0": config, "1": config}, Invocation(cwd="/w", git_commit="def"))
     moved["machine"]["torch"] = "9.9"
     assert resume.differences(old, plan, moved) == [
         f"torch: {fp['machine']['torch']} -> 9.9",

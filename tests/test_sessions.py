@@ -20,8 +20,8 @@ from console_scripts import command
 from fake_trials import FakeTrials
 
 from perflab.analysis import sessions, stats
-from perflab.analysis.summarize import compare
 from perflab.analysis.sweep import Experiment, ResumedSession, load_trials
+from perflab.analysis.verdicts import compare
 from perflab.config.plan import Job, build_plan
 from perflab.config.schema import ScheduleConfig
 from perflab.formats.records import Samples, TrialRecord

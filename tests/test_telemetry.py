@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from perflab.analysis.health import telemetry_flags
+from perflab.formats.trial_parts import TrialTelemetry
 from perflab.measure import telemetry
 from perflab.measure.telemetry import NvmlSampler, Sample, reasons, summarize
 
@@ -53,12 +54,12 @@ def test_sampler_reads_during_the_block_and_summarises():
     sampler.start()
     time.sleep(0.08)
     summary = sampler.stop()
-    assert summary["available"] and summary["device"] == "NVIDIA H100"
+    assert summary.available and summary.device == "NVIDIA H100"
     # one reading at start, one at stop, and the thread's in between
-    assert summary["samples"] == nvml.reads and summary["samples"] >= 4
-    assert summary["util_pct_median"] == 97 and summary["clock_ratio_median"] == 1.0
-    assert summary["power_w_median"] == 650 and summary["power_limit_w"] == 700
-    assert summary["temperature_c_max"] == 71 and summary["throttle_share"] == {}
+    assert summary.samples == nvml.reads and summary.samples >= 4
+    assert summary.util_pct_median == 97 and summary.clock_ratio_median == 1.0
+    assert summary.power_w_median == 650 and summary.power_limit_w == 700
+    assert summary.temperature_c_max == 71 and summary.throttle_share == {}
     assert telemetry_flags([summary]) == []
 
 
@@ -77,8 +78,8 @@ def _samples(clocks: list[float], masks: list[int]) -> list[Sample]:
 def test_a_low_clock_and_thermal_slowdown_are_telemetry_flags():
     thermal = telemetry.THROTTLE_BITS["sw_thermal_slowdown"]
     s = summarize(_samples([1200] * 8, [thermal] * 3 + [0] * 5), "gpu", 1980, 700, 0.1)
-    assert s["clock_ratio_median"] == pytest.approx(1200 / 1980, abs=1e-3)
-    assert s["throttle_share"] == {"sw_thermal_slowdown": 0.375}
+    assert s.clock_ratio_median == pytest.approx(1200 / 1980, abs=1e-3)
+    assert s.throttle_share == {"sw_thermal_slowdown": 0.375}
     flags = telemetry_flags([s])
     assert any("below 75% of its maximum in 1/1 trials (median 61%)" in f for f in flags)
     assert "GPU slowdown sw_thermal_slowdown in 1/1 trials, median 38% of samples" in flags
@@ -98,7 +99,7 @@ def test_flags_are_one_line_per_kind_over_a_variants_trials():
 def test_an_idle_gpu_reason_is_not_a_slowdown():
     idle = telemetry.THROTTLE_BITS["gpu_idle"]
     s = summarize(_samples([1980] * 4, [idle] * 4), "gpu", 1980, None, 0.1)
-    assert s["throttle_share"] == {"gpu_idle": 1.0} and telemetry_flags([s]) == []
+    assert s.throttle_share == {"gpu_idle": 1.0} and telemetry_flags([s]) == []
 
 
 def test_reason_names_from_a_mask():
@@ -107,9 +108,10 @@ def test_reason_names_from_a_mask():
 
 def test_no_telemetry_on_cpu_and_none_without_nvml(monkeypatch):
     sampler, info = telemetry.start_sampler("cpu", 100)
-    assert sampler is None and info == {"available": False, "reason": "no GPU telemetry on cpu"}
+    assert sampler is None
+    assert info == TrialTelemetry(available=False, reason="no GPU telemetry on cpu")
     sampler, info = telemetry.start_sampler("cuda", 0)
-    assert sampler is None and "telemetry_interval_ms=0" in info["reason"]
+    assert sampler is None and info.reason and "telemetry_interval_ms=0" in info.reason
 
     # Without a driver there is no NVML library: asked for CUDA telemetry anyway, the
     # sampler declines with NVML's reason instead of failing the trial. The library's
@@ -120,5 +122,5 @@ def test_no_telemetry_on_cpu_and_none_without_nvml(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pynvml", SimpleNamespace(nvmlInit=no_library))
     sampler, info = telemetry.start_sampler("cuda", 100)
-    assert sampler is None and not info["available"] and info["reason"]
+    assert sampler is None and info.available is False and info.reason
     assert telemetry_flags([info]) == []

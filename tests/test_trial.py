@@ -10,6 +10,8 @@ from tiny import TINY
 
 from perflab.errors import ConfigError
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import Invocation, TrialTelemetry
+from perflab.measure.knobs import CompileCounts
 from perflab.measure.steps import INFER_PHASES, TRAIN_PHASES
 from perflab.measure.trial import run_trial
 from perflab.process.isolation import run_isolated
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("frozen_heap")
 def _run(tmp_path, cfg, name="000.json"):
     path = tmp_path / name
     status = run_trial(
-        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), {"cwd": str(tmp_path)})
+        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), Invocation(cwd=str(tmp_path)))
     )
     return status, load_record(path)
 
@@ -37,15 +39,17 @@ def test_train_trial_writes_a_complete_record(tmp_path, make_config):
     assert list(samples.phases_ns) == list(TRAIN_PHASES)
     for i, total in enumerate(samples.step_ns):  # on CPU the phases tile the step exactly
         assert sum(p[i] for p in samples.phases_ns.values()) == total
-    assert record.memory["kind"] == "process_rss" and record.memory["peak_bytes"] > 0
+    memory = record.memory
+    assert memory.kind == "process_rss" and memory.peak_bytes and memory.peak_bytes > 0
     # one instrumented step after the timed block: RSS at the end of every phase
-    phases = [row["phase"] for row in record.memory["phases"]]
+    assert memory.phases is not None
+    phases = [row.phase for row in memory.phases]
     assert phases == ["data", "h2d", "forward", "backward", "optimizer"]
-    assert all(row["rss_bytes"] > 0 for row in record.memory["phases"])
-    assert record.telemetry == {"available": False, "reason": "no GPU telemetry on cpu"}
+    assert all(row.rss_bytes and row.rss_bytes > 0 for row in memory.phases)
+    assert record.telemetry == TrialTelemetry(available=False, reason="no GPU telemetry on cpu")
     assert record.probe is not None and record.probe.grad_norm is not None
     assert record.probe.output_shape == [4, 10]
-    assert all(e["ok"] is not False for e in record.evidence.values()), record.evidence
+    assert all(e.ok is not False for e in record.evidence.values()), record.evidence
     assert {"threads", "amp", "channels_last", "compile", "data_loader"} <= set(record.evidence)
     assert record.environment["torch"] and record.conditions["threads"] == 1
     assert len(record.load_start) == 3
@@ -67,14 +71,14 @@ def test_probe_is_identical_across_runs_and_independent_of_training(tmp_path, ma
 
 def test_amp_changes_the_probe_dtype_and_evidence(tmp_path, make_config):
     _, record = _run(tmp_path, make_config(*TINY, "amp=true"))
-    assert record.evidence["amp"]["observed"] == ["bfloat16"]
+    assert record.evidence["amp"].observed == ["bfloat16"]
     assert record.probe.output_dtype == "bfloat16"
 
 
 def test_loader_workers_really_run(tmp_path, make_config):
     _, record = _run(tmp_path, make_config(*TINY, "num_workers=1"))
-    assert record.evidence["data_loader"]["observed"]["num_workers"] == 1
-    assert record.evidence["data_loader"]["ok"] is True
+    assert record.evidence["data_loader"].observed["num_workers"] == 1
+    assert record.evidence["data_loader"].ok is True
 
 
 def test_channels_last_reaches_the_convolutions(tmp_path, make_config):
@@ -88,7 +92,7 @@ def test_channels_last_reaches_the_convolutions(tmp_path, make_config):
         "channels_last=true",
     )
     _, record = _run(tmp_path, cfg)
-    assert record.evidence["channels_last"]["ok"] is True
+    assert record.evidence["channels_last"].ok is True
 
 
 def test_a_failing_model_becomes_a_failed_record(tmp_path, make_config):
@@ -98,7 +102,7 @@ def test_a_failing_model_becomes_a_failed_record(tmp_path, make_config):
     # assert, which poisons the CUDA context of the process for every later test (it did
     # on the H100, tests/fixtures/h100/README.md).
     path = tmp_path / "000.json"
-    request = TrialRequest(cfg, {}, str(path), {"cwd": str(tmp_path)})
+    request = TrialRequest(cfg, {}, str(path), Invocation(cwd=str(tmp_path)))
     outcome = run_isolated(RUN_TRIAL, request, timeout_s=300)
     record = load_record(path)
     assert (outcome.kind, outcome.value) == ("ok", "failed")
@@ -118,8 +122,8 @@ def test_compiled_variant_shows_graphs_and_no_compilation_in_the_window(tmp_path
     _, record = _run(tmp_path, make_config(*TINY, "compile=true"))
     evidence = record.evidence["compile"]
     assert record.status == "ok", record.invalid_reason
-    assert evidence["ok"] is True and evidence["observed"]["graphs"] >= 1
-    assert evidence["observed"]["compiled_in_timed_window"] == 0
+    assert evidence.ok is True and evidence.observed["graphs"] >= 1
+    assert evidence.observed["compiled_in_timed_window"] == 0
     assert record.settings["compile_mode"] == "default"
 
 
@@ -130,9 +134,9 @@ def test_compilation_inside_the_timed_window_invalidates_the_trial(
     # second reading show one more compiled frame, as a recompilation would.
     readings = iter(range(100))
 
-    def counters() -> dict[str, int]:
+    def counters() -> CompileCounts:
         n = next(readings)
-        return {"graphs": 1, "frames_compiled": n, "graph_breaks": 0, "recompiles": n}
+        return CompileCounts(graphs=1, frames_compiled=n, graph_breaks=0, recompiles=n)
 
     monkeypatch.setattr("perflab.measure.trial.knobs.compile_counters", counters)
     _, record = _run(tmp_path, make_config(*TINY))
@@ -149,11 +153,11 @@ def test_each_trial_gets_its_own_heap_layout(tmp_path, make_config):
 def test_later_rounds_skip_the_probe_and_evidence_pass_unless_asked(tmp_path, make_config):
     cfg = make_config(*TINY)
     path = tmp_path / "r001.json"
-    run_trial(TrialRequest(cfg, {}, str(path), {}, round=1))
+    run_trial(TrialRequest(cfg, {}, str(path), Invocation(), round=1))
     later = load_record(path)
     assert later.status == "ok" and later.probe is None and "amp" not in later.evidence
     every = make_config(*TINY, "trial.checks_every_round=true")
-    run_trial(TrialRequest(every, {}, str(path), {}, round=1))
+    run_trial(TrialRequest(every, {}, str(path), Invocation(), round=1))
     assert load_record(path).probe is not None
 
 
@@ -163,7 +167,7 @@ def test_a_fixed_length_trial_runs_exactly_its_steps(tmp_path, make_config):
     cfg = make_config(*TINY, "trial.min_s=0.2")  # device=cpu: one step per sample
     path = tmp_path / "r001.json"
     request = TrialRequest(
-        cfg, {}, str(path), {"cwd": str(tmp_path)}, round=1, length=TrialLength(1, 37, 0)
+        cfg, {}, str(path), Invocation(cwd=str(tmp_path)), round=1, length=TrialLength(1, 37, 0)
     )
     assert run_trial(request) == "ok"
     samples = load_record(path).samples
@@ -196,8 +200,8 @@ def test_the_window_judged_steady_opens_the_timed_block(tmp_path, make_config):
     for i, total in enumerate(s.step_ns):  # the kept steps were marked phase by phase too
         assert sum(p[i] for p in s.phases_ns.values()) == total
     # their time moved from the warm-up's seconds to the block's
-    assert s.timed_s >= sum(s.step_ns[:4]) / 1e9 and record.cost_s["timed"] == s.timed_s
-    assert record.cost_s["warmup"] == s.warmup_s
+    assert s.timed_s >= sum(s.step_ns[:4]) / 1e9 and record.cost_s.timed == s.timed_s
+    assert record.cost_s.warmup == s.warmup_s
     # the single run's console says so, the warm-up's steps less the kept ones
     warm_steps = sum(s.warmup_sample_steps) - 4
     text = trial_summary(record, tmp_path / "000.json")

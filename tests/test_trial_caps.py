@@ -17,6 +17,7 @@ from perflab.config.schema import TrialConfig
 from perflab.errors import ConfigError, DiskFull
 from perflab.experiment.launcher import _output_lost
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import Invocation
 from perflab.process.isolation import (
     Limits,
     Worker,
@@ -183,6 +184,6 @@ def test_the_caps_may_change_when_a_sweep_resumes():
     before = {"batch_size": 8, "trial": {"min_steps": 20, "max_log_mb": 10.0}}
     after = {"batch_size": 8, "trial": {"min_steps": 20, "max_log_mb": 50.0}}
     after["trial"]["max_memory_mb"] = 4096.0  # type: ignore[index]
-    invocation = {"cwd": "/w", "git_commit": "abc"}
+    invocation = Invocation(cwd="/w", git_commit="abc")
     first = resume.fingerprint({"0": before}, invocation)["configs"]
     assert resume.fingerprint({"0": after}, invocation)["configs"] == first

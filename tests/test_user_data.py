@@ -109,10 +109,10 @@ def test_a_batch_without_a_target_needs_the_models_own_loss():
 def test_pin_memory_without_an_accelerator_is_evidence_of_nothing_not_a_yes():
     cfg = SimpleNamespace(data=SimpleNamespace(source="loader"), num_workers=0, pin_memory=True)
     found = knobs.loader_evidence(cfg, Pairs()(_items("dict")), "cpu")  # type: ignore[arg-type]
-    assert found["pin_memory"]["ok"] is None
-    assert "nothing to pin on cpu" in found["pin_memory"]["detail"]
-    assert found["data_loader"]["ok"] is True  # no workers asked, none running
-    assert "pin_memory has no effect on cpu" in found["data_loader"]["detail"]
+    assert found["pin_memory"].ok is None
+    assert "nothing to pin on cpu" in found["pin_memory"].detail
+    assert found["data_loader"].ok is True  # no workers asked, none running
+    assert "pin_memory has no effect on cpu" in found["data_loader"].detail
     assert knobs.first_tensor(({"a": [None, torch.ones(1)]}, None)) is not None
     assert knobs.first_tensor(({"a": "text"}, None)) is None
 
@@ -155,9 +155,9 @@ def test_the_console_names_the_users_code():
     assert workload_name("hf", hf) == "hf (bert masked_lm from ckpt/bert)"
     builtin = {"model": {"_target_": "perflab.workloads.models.mlp"}, "data": {}}
     assert workload_name("mlp", builtin) == "mlp"
-    assert workloads_named([("mlp", builtin), ("mlp", builtin), ("custom", custom)]) == (
-        "mlp | custom (mypkg.build; data mypkg.pairs, collate mypkg.pad)"
-    )
+    assert workloads_named(
+        [({"model": "mlp"}, builtin), ({"model": "mlp"}, builtin), ({"model": "custom"}, custom)]
+    ) == ("mlp | custom (mypkg.build; data mypkg.pairs, collate mypkg.pad)")
 
 
 # --- end to end -------------------------------------------------------------------------
@@ -203,12 +203,13 @@ def test_two_inputs_from_dicts_or_tuples_with_workers(tmp_path, dataset, pin):
     assert record.status == "ok" and record.probe is not None
     assert record.probe.output_shape == [8, 4]
     loader = record.evidence["data_loader"]
-    assert loader["observed"]["num_workers"] == 2 and loader["ok"] is True
+    assert loader.observed["num_workers"] == 2 and loader.ok is True
     pinned = record.evidence["pin_memory"]
-    assert pinned["requested"] is (pin == "true") and pinned["ok"] is None
-    assert "nothing to pin on cpu" in pinned["detail"]
+    assert pinned.requested is (pin == "true") and pinned.ok is None
+    assert "nothing to pin on cpu" in pinned.detail
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_tokenized_dicts_with_their_labels_train_a_hugging_face_model_on_its_own_loss(tmp_path):
     pytest.importorskip("transformers", reason="model=hf needs transformers (perflab[hf])")

@@ -20,8 +20,9 @@ from console_scripts import command
 from perflab.config.plan import Variant
 from perflab.config.user_code import user_code
 from perflab.errors import ConfigError
+from perflab.formats.trial_parts import KnobEvidence
 from perflab.measure import knobs
-from perflab.report.tables import _treatment_check
+from perflab.report.rows import _treatment_check
 from perflab.workloads import check_factories
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -66,8 +67,8 @@ CHECK = "my_model.attention_used"
 def test_a_check_reports_the_implementation_the_forward_ran(examples_importable, attn, ok):
     found = knobs.user_evidence(_cfg(attn, model__args__attn=CHECK), _ran(attn))
     entry = found["model.args.attn"]
-    assert entry["requested"] == attn and entry["ok"] is ok
-    assert entry["observed"] == ("eager" if attn == "flash" else attn)  # flash falls back
+    assert entry.requested == attn and entry.ok is ok
+    assert entry.observed == ("eager" if attn == "flash" else attn)  # flash falls back
 
 
 def test_a_check_may_judge_by_itself_or_name_an_attribute(tmp_path, monkeypatch):
@@ -88,18 +89,18 @@ def test_a_check_may_judge_by_itself_or_name_an_attribute(tmp_path, monkeypatch)
     cfg = _cfg("sdpa", **checks)
     cfg.model.args.update(a=True, b=1, c=2, d=3)
     found = knobs.user_evidence(cfg, model)  # type: ignore[arg-type]
-    assert found["model.args.attn"]["ok"] is True
-    assert found["model.args.attn"]["detail"].startswith("model.attn_used = sdpa")
-    assert found["model.args.a"] == {
-        "requested": True,
-        "observed": {"kernels": 3},
-        "ok": False,
-        "detail": "judge.fused(model)",
-    }
-    assert found["model.args.b"]["ok"] is None and found["model.args.b"]["observed"] == "maybe"
-    assert found["model.args.c"]["ok"] is None
-    assert "raised ValueError: no kernels here" in found["model.args.c"]["detail"]
-    assert "the model has no attribute no_such_attribute" in found["model.args.d"]["detail"]
+    assert found["model.args.attn"].ok is True
+    assert found["model.args.attn"].detail.startswith("model.attn_used = sdpa")
+    assert found["model.args.a"] == KnobEvidence(
+        requested=True,
+        observed={"kernels": 3},
+        ok=False,
+        detail="judge.fused(model)",
+    )
+    assert found["model.args.b"].ok is None and found["model.args.b"].observed == "maybe"
+    assert found["model.args.c"].ok is None
+    assert "raised ValueError: no kernels here" in found["model.args.c"].detail
+    assert "the model has no attribute no_such_attribute" in found["model.args.d"].detail
     # perflab's own evidence of a key is kept: the user's check does not replace it
     taken = knobs.user_evidence(
         _cfg("sdpa", model__args__attn=CHECK), model, taken={"model.args.attn": {}}
@@ -109,7 +110,13 @@ def test_a_check_may_judge_by_itself_or_name_an_attribute(tmp_path, monkeypatch)
 
 def test_the_report_column_reads_yes_no_and_says_where_a_check_goes():
     def record(entries: dict) -> SimpleNamespace:
-        return SimpleNamespace(evidence=entries)
+        # each entry's "ok" as a knob's evidence: the only part the column reads
+        return SimpleNamespace(
+            evidence={
+                k: KnobEvidence(requested=None, observed=None, detail="", **e)
+                for k, e in entries.items()
+            }
+        )
 
     variant = Variant("1", "x", "1", [], {}, {"model.args.attn": "sdpa"}, "0")
     column = _treatment_check(None, variant, record({"model.args.attn": {"ok": True}}))  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from perflab.analysis.numerics import compare_probes
 from perflab.config.plan import Job, build_plan, first_listed_baselines
 from perflab.errors import ConfigError
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import Invocation
 from perflab.measure.preflight import check_settings
 from perflab.measure.steps import Marks, StepMarksError
 from perflab.measure.timing import split_marks
@@ -39,7 +40,7 @@ def _fresh_seen():
 def _run(tmp_path, cfg, name="000.json"):
     path = tmp_path / name
     status = run_trial(
-        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), {"cwd": str(tmp_path)})
+        TrialRequest(cfg, {"batch_size": cfg.batch_size}, str(path), Invocation(cwd=str(tmp_path)))
     )
     return status, load_record(path)
 
@@ -112,10 +113,10 @@ def test_a_users_step_runs_between_perflabs_marks_with_its_own_phases(tmp_path, 
     samples = record.samples
     assert list(samples.phases_ns) == ["data", "h2d", "forward", "backward", "optimizer", "rest"]
     assert _tiles(samples) and len(samples.step_ns) >= 5
-    assert [r["phase"] for r in record.memory["phases"]] == list(samples.phases_ns)
+    assert [r.phase for r in record.memory.phases or []] == list(samples.phases_ns)
     assert record.settings["step"] == f"{STEPS}.plain"
-    assert record.evidence["step"]["ok"] is True
-    assert record.evidence["step"]["observed"] == f"{STEPS}.plain.<locals>.step"
+    assert record.evidence["step"].ok is True
+    assert record.evidence["step"].observed == f"{STEPS}.plain.<locals>.step"
     # the numerics probe is what the step returned: the model's logits
     assert record.probe is not None and record.probe.output_shape == [4, 10]
     assert record.probe.grad_norm is None
@@ -180,13 +181,13 @@ def test_two_optimizers_of_the_users_own(tmp_path, make_config):
 
 def test_amp_evidence_is_read_inside_the_users_step(tmp_path, make_config):
     _, used = _run(tmp_path, _step(make_config, "infer", "mode=infer", "amp=bf16"), "a.json")
-    assert used.evidence["amp"]["ok"] is True and used.probe.output_dtype == "bfloat16"
+    assert used.evidence["amp"].ok is True and used.probe.output_dtype == "bfloat16"
     _, ignored = _run(
         tmp_path, _step(make_config, "no_autocast", "mode=infer", "amp=bf16"), "b.json"
     )
     amp = ignored.evidence["amp"]
-    assert amp["ok"] is False and amp["observed"] == ["float32"]
-    assert amp["detail"].endswith(
+    assert amp.ok is False and amp.observed == ["float32"]
+    assert amp.detail.endswith(
         f"inside step={STEPS}.no_autocast (run its forward under ctx.autocast())"
     )
 
@@ -194,14 +195,14 @@ def test_amp_evidence_is_read_inside_the_users_step(tmp_path, make_config):
 @pytest.mark.slow
 def test_compile_evidence_says_whether_the_users_step_called_compiled_code(tmp_path, make_config):
     _, compiled = _run(tmp_path, _step(make_config, "infer", "mode=infer", "compile=true"), "a")
-    assert compiled.status == "ok" and compiled.evidence["compile"]["ok"] is True
+    assert compiled.status == "ok" and compiled.evidence["compile"].ok is True
     # the evidence pass ran the compiled step eagerly (force_eager): its layers were seen
-    assert compiled.evidence["amp"]["observed"] == ["float32"]
+    assert compiled.evidence["amp"].observed == ["float32"]
     _, eager = _run(tmp_path, _step(make_config, "eager_model", "mode=infer", "compile=true"), "b")
-    assert eager.status == "ok" and eager.evidence["compile"]["ok"] is False
+    assert eager.status == "ok" and eager.evidence["compile"].ok is False
     assert (
         "calls no compiled code (call ctx.runner, not ctx.model)"
-        in (eager.evidence["compile"]["detail"])
+        in eager.evidence["compile"].detail
     )
 
 
@@ -232,14 +233,16 @@ def test_an_unusable_step_is_refused_in_one_line_before_measuring(
 ):
     cfg = _step(make_config, name)
     with pytest.raises(ConfigError) as refused:
-        check_settings(TrialRequest(cfg, {}, str(tmp_path / "r.json"), {"cwd": str(tmp_path)}))
+        check_settings(
+            TrialRequest(cfg, {}, str(tmp_path / "r.json"), Invocation(cwd=str(tmp_path)))
+        )
     text = str(refused.value)
     assert text.startswith(f"step={STEPS}.{name}: ") and message in text and "\n" not in text
 
 
 def test_a_usable_step_passes_the_settings_check(tmp_path, make_config):
     cfg = _step(make_config, "accumulate_and_clip")
-    assert check_settings(TrialRequest(cfg, {}, str(tmp_path / "r.json"), {})) == []
+    assert check_settings(TrialRequest(cfg, {}, str(tmp_path / "r.json"), Invocation())) == []
 
 
 def test_a_step_path_is_refused_by_the_config_itself(make_config):
@@ -300,6 +303,7 @@ def test_a_step_with_gradient_accumulation_and_clipping_runs_as_the_docs_say(tmp
     assert record.status == "ok" and record.settings["step"] == f"{STEPS}.accumulate_and_clip"
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_two_steps_swept_read_a_verdict_with_the_first_as_baseline(tmp_path):
     """perflab -m step=ref,slower: the same outputs (numerics OK), the slower one 3 ms

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from perflab.analysis import carryover, stats
-from perflab.analysis import summarize as analysis
+from perflab.analysis import verdicts as analysis
 from perflab.analysis.simulation import Machine, preset, tally, with_fields
 from perflab.formats.summary import Sentinel
 

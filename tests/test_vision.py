@@ -70,7 +70,7 @@ def test_a_torchvision_resnet18_through_its_factory(tmp_path):
     record = _record_of(tmp_path, result)
     assert result.stdout.startswith("perflab: custom (torchvision.models.resnet18) train")
     assert record.probe is not None and record.probe.output_shape == [4, 1000]
-    assert record.evidence["amp"]["observed"] == ["float32"]  # its convolutions, seen
+    assert record.evidence["amp"].observed == ["float32"]  # its convolutions, seen
 
 
 @pytest.mark.slow

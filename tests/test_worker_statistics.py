@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from perflab.analysis import stats
-from perflab.analysis import summarize as analysis
+from perflab.analysis import verdicts as analysis
 from perflab.analysis.simulation import Machine, SimVariant, experiment, tally, with_fields
 from perflab.config.schema import ScheduleConfig, TrialConfig
 from perflab.formats.dataclass_json import encode
@@ -160,6 +160,7 @@ def test_workers_stop_only_at_generation_ends_and_pay_the_process_start_once():
     assert more.rounds > 20 and more.stop == "time budget"
 
 
+@pytest.mark.slow
 def test_a_workers_offset_is_covered_by_the_cluster_analysis_and_not_without_it():
     # a layout-sensitive machine (8 % per worker) and 3 generations of 4 rounds: the same
     # experiments analysed by generation, and as if their 12 rounds were independent

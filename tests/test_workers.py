@@ -20,6 +20,7 @@ from perflab.analysis import stats
 from perflab.analysis.sweep import ScheduleSettings
 from perflab.analysis.variants import parts_written
 from perflab.formats.records import load_record
+from perflab.formats.trial_parts import CostParts, TrialWorker
 from perflab.measure.trial import uncounted
 from perflab.process.isolation import Worker
 from perflab.process.trial_request import RUN_TRIAL, TrialRequest
@@ -47,6 +48,7 @@ def freeze_count(_: object) -> int:
     return gc.get_freeze_count()
 
 
+@pytest.mark.slow
 def test_a_worker_keeps_its_state_between_calls_and_a_crash_or_hang_replaces_it():
     worker = Worker()
     try:
@@ -71,6 +73,7 @@ def test_a_worker_keeps_its_state_between_calls_and_a_crash_or_hang_replaces_it(
     assert not worker.running
 
 
+@pytest.mark.slow
 def test_a_warm_worker_freezes_what_its_earlier_trials_left_alive(tmp_path, make_config):
     # device=cpu. The second trial's collection, before it measures, freezes the workload
     # the first one built: neither its own nor one inside a timed step walks it again
@@ -83,9 +86,8 @@ def test_a_warm_worker_freezes_what_its_earlier_trials_left_alive(tmp_path, make
                 cfg,
                 {},
                 str(tmp_path / f"r{trial:03d}.json"),
-                {},
                 round=trial,
-                worker={"isolation": "worker", "id": 0, "trial": trial},
+                worker=TrialWorker(isolation="worker", id=0, trial=trial),
             )
             assert worker.call(RUN_TRIAL, request, timeout_s=120).value == "ok"
             frozen.append(worker.call(f"{__name__}:freeze_count", None, timeout_s=120).value)
@@ -95,7 +97,7 @@ def test_a_warm_worker_freezes_what_its_earlier_trials_left_alive(tmp_path, make
 
 
 def test_the_uncounted_part_is_the_span_less_the_parts_after_the_start():
-    parts = {"start": 0.5, "build": 0.1, "warmup": 0.2, "timed": 0.3}
+    parts = CostParts(start=0.5, build=0.1, warmup=0.2, timed=0.3)
     assert uncounted(parts, 0.65) == pytest.approx(0.05)
     assert uncounted(parts, 0.599) == 0.0  # parts rounded to the us never make it negative
     # records from before it existed: the summary leaves it out instead of summing 0
@@ -159,18 +161,18 @@ def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_pa
     pids = set()
     for job in ("0", "1", "sentinel"):
         records = _records(root, job)
-        assert [(r.worker["id"], r.worker["trial"]) for r in records] == [
+        assert [(r.worker.id, r.worker.trial) for r in records] == [
             (g, t) for g in range(3) for t in range(2)
         ]
         for first, later in zip(records[::2], records[1::2], strict=True):
-            assert first.worker["pid"] == later.worker["pid"]
-            assert first.cost_s["first_call"] > 0 and first.cost_s["build"] > 0
-            assert later.cost_s["first_call"] == later.cost_s["build"] == 0
+            assert first.worker.pid == later.worker.pid
+            assert first.cost_s.first_call > 0 and first.cost_s.build > 0
+            assert later.cost_s.first_call == later.cost_s.build == 0
             # the first call the later trial reports is its worker's
             assert first.samples.first_call_ns == later.samples.first_call_ns
-            pids.add(first.worker["pid"])
-        assert all(r.cost_s["timed"] > 0 and r.cost_s["warmup"] > 0 for r in records)
-        assert all("other" in r.cost_s for r in records)
+            pids.add(first.worker.pid)
+        assert all(r.cost_s.timed > 0 and r.cost_s.warmup > 0 for r in records)
+        assert all(r.cost_s.other is not None for r in records)
     assert len(pids) == 9  # three generations of three workers
     summary = json.loads((root / "summary.json").read_text())
     iso = summary["isolation"]
@@ -211,9 +213,9 @@ def test_fresh_processes_remain_a_choice(tmp_path):
     assert result.returncode == 0, result.stderr + result.stdout
     root = sweep_dir(tmp_path)
     records = _records(root, "0") + _records(root, "1")
-    assert {r.worker["isolation"] for r in records} == {"process"}
-    assert len({r.worker["pid"] for r in records}) == len(records) == 6
-    assert all(r.cost_s["first_call"] > 0 for r in records)
+    assert {r.worker.isolation for r in records} == {"process"}
+    assert len({r.worker.pid for r in records}) == len(records) == 6
+    assert all(r.cost_s.first_call > 0 for r in records)
     summary = json.loads((root / "summary.json").read_text())
     assert summary["isolation"]["mode"] == "process" and "workers" not in summary["isolation"]
     assert "units" not in summary["comparisons"][0]

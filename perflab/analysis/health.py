@@ -9,11 +9,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 
-from perflab.formats.records import SAMPLE_BYTES, THROTTLE_BITS, TrialRecord
+from perflab.formats.records import THROTTLE_BITS, TrialRecord
+from perflab.formats.trial_parts import TrialTelemetry
 
 MIB = 2**20
 
@@ -41,7 +41,7 @@ STALL_MIN_COUNT = 2
 
 
 def _growth(record: TrialRecord) -> Growth | None:
-    readings = record.memory.get(SAMPLE_BYTES, [])
+    readings = record.memory.sample_bytes or []
     return growth(readings, record.samples.steps_per_sample) if record.samples else None
 
 
@@ -146,15 +146,13 @@ LOW_CLOCK_RATIO = 0.75
 THROTTLED_SHARE = 0.10
 
 
-def telemetry_flags(trials: list[dict[str, Any]]) -> list[str]:
+def telemetry_flags(trials: list[TrialTelemetry]) -> list[str]:
     """What in the telemetry of a variant's trials makes their timing suspect, one line
     per kind however many trials show it: a low SM clock, and each slowdown reason held
     in at least THROTTLED_SHARE of a trial's samples."""
-    have = [t for t in trials if t.get("available")]
+    have = [t for t in trials if t.available]
     flags = []
-    low = [
-        r for t in have if (r := t.get("clock_ratio_median")) is not None and r < LOW_CLOCK_RATIO
-    ]
+    low = [r for t in have if (r := t.clock_ratio_median) is not None and r < LOW_CLOCK_RATIO]
     if low:
         flags.append(
             f"GPU SM clock below {LOW_CLOCK_RATIO:.0%} of its maximum in {len(low)}/"
@@ -167,7 +165,7 @@ def telemetry_flags(trials: list[dict[str, Any]]) -> list[str]:
         shares = [
             share
             for t in have
-            if (share := t.get("throttle_share", {}).get(name, 0.0)) >= THROTTLED_SHARE
+            if (share := (t.throttle_share or {}).get(name, 0.0)) >= THROTTLED_SHARE
         ]
         if shares:
             flags.append(

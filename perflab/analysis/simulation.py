@@ -4,7 +4,7 @@ A simulated experiment runs perflab's whole method on made-up step times: rounds
 freshly shuffled variants plus the A/A sentinel, every trial warmed up under
 perflab.analysis.steady's rule, the first trial of each configuration fixing the timed steps of
 its later ones, the stopping rule of perflab.experiment.schedule, and the verdicts, Holm adjustment,
-sentinel check and carry-over estimate of perflab.analysis.summarize, called exactly as perflab
+sentinel check and carry-over estimate of perflab.analysis.verdicts, called exactly as perflab
 calls them. Only the step times are invented.
 
 A step's time is its variant's true step time, perturbed by what makes real machines
@@ -39,8 +39,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from scipy.stats import beta
 
-from perflab.analysis import carryover, stats, steady
-from perflab.analysis import summarize as analysis
+from perflab.analysis import carryover, stats, steady, verdicts
 from perflab.analysis.sweep import ScheduleSettings
 from perflab.config.devices import by_device
 from perflab.config.schema import ScheduleConfig, TrialConfig
@@ -367,12 +366,12 @@ def _analyse(
     lengths: dict[int, int],
     per_unit: int,
 ) -> Outcome:
-    """perflab.analysis.summarize's verdicts, sentinel check and carry-over adjustment, with
-    units of ``per_unit`` rounds."""
+    """The verdicts, sentinel check and carry-over adjustment of perflab.analysis.verdicts,
+    with units of ``per_unit`` rounds, called as perflab.analysis.summarize calls them."""
     level, delta = schedule.confidence, schedule.delta
 
     def compare(base: int, var: int) -> Comparison:
-        estimate = analysis.compare(costs[base], costs[var], level, delta, per_unit)
+        estimate = verdicts.compare(costs[base], costs[var], level, delta, per_unit)
         return Comparison(
             variant=str(var),
             baseline=str(base),
@@ -385,18 +384,18 @@ def _analyse(
         )
 
     comparisons = [compare(0, n) for n in costs if n > 0]
-    sentinel = analysis.as_sentinel(compare(0, -1).estimate) if -1 in costs else None
+    sentinel = verdicts.as_sentinel(compare(0, -1).estimate) if -1 in costs else None
     fit = carryover.fit(order, reference="0")
     flags = carryover.flagged(fit.carryovers(level)) if fit else []
     if fit is not None and flags:
         comparisons = [
-            analysis.adjust_for_carryover(c, fit.speedup("0", c.variant, level), delta)
+            verdicts.adjust_for_carryover(c, fit.speedup("0", c.variant, level), delta)
             for c in comparisons
         ]
         if sentinel is not None:
-            sentinel = analysis.adjust_for_carryover(sentinel, fit.speedup("0", "-1", level), delta)
-    comparisons = analysis.adjust(comparisons, 1 - level, delta)
-    unreliable, notes = analysis.sentinel_findings(sentinel, delta)
+            sentinel = verdicts.adjust_for_carryover(sentinel, fit.speedup("0", "-1", level), delta)
+    comparisons = verdicts.adjust(comparisons, 1 - level, delta)
+    unreliable, notes = verdicts.sentinel_findings(sentinel, delta)
     return Outcome(
         comparisons,
         sentinel,

@@ -59,5 +59,5 @@ def summarize_trial(record: TrialRecord) -> TrialSummary:
         throughput=1e9 / trial_cost(record, "throughput"),
         first_call_ns=samples.first_call_ns,
         phase_median_ns={k: percentiles(v, (50,))[0] for k, v in samples.phases_ns.items()},
-        peak_memory_bytes=record.memory.get("peak_bytes"),
+        peak_memory_bytes=record.memory.peak_bytes,
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import fields
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from perflab.formats.summary.variant import (
     VariantSummary,
     Warmup,
 )
+from perflab.formats.trial_parts import CostParts
 
 # IQR/median of a trial's steps above these: noisy, then grossly noisy
 # (docs/design.md#health-flags)
@@ -72,10 +75,8 @@ def _measured(ok: list[TrialRecord], trials: list[TrialRecord], metric: str) -> 
         peak_memory_bytes=max((p.peak_memory_bytes or 0) for p in per_trial),
         # memory kind (cuda_allocator or process_rss) and, from the instrumented
         # step of the trials that ran the checks, memory at the end of each phase
-        memory_kind=finite_json(ok[0].memory.get("kind")),
-        memory_by_phase=finite_json(
-            next((t.memory["phases"] for t in ok if t.memory.get("phases")), [])
-        ),
+        memory_kind=ok[0].memory.kind,
+        memory_by_phase=next((t.memory.phases for t in ok if t.memory.phases), []),
         telemetry=telemetry_summary(ok),
         load_max=max((max(t.load_start + t.load_end, default=0.0) for t in ok), default=0.0),
         settings=finite_json(ok[0].settings),
@@ -147,20 +148,26 @@ def _worker_of(record: TrialRecord) -> tuple[int, int, int] | None:
     """The warm worker a trial ran in, or None: a fresh process. Its pid too: a resumed
     sweep numbers its workers from 0 again."""
     w = record.worker
-    if w.get("isolation") != "worker":
+    if not w.warm:
         return None
-    return int(w.get("generation", 0)), int(w.get("id", 0)), int(w.get("pid", 0))
+    return w.generation or 0, w.id or 0, w.pid or 0
 
 
 # the parts of a trial's cost, in the order a trial spends them (TrialRecord.cost_s)
 # ("other": the rest of the trial's own span, see perflab/measure/trial.py)
-COST_PARTS = ("start", "build", "first_call", "warmup", "timed", "checks", "other")
+COST_PARTS = tuple(f.name for f in fields(CostParts))
 
 
 def parts_written(costs: list[dict[str, float]]) -> list[str]:
-    """The parts some record wrote down ("other" is absent from records before
-    2026-11-24: summed as 0 it would claim that nothing went uncounted)."""
+    """The parts summed over ``costs`` (CostParts.spent of each trial that wrote its
+    costs down): every part but "other", which is absent from records before
+    2026-11-24: summed as 0 it would claim that nothing went uncounted."""
     return [p for p in COST_PARTS if p != "other" or any(p in c for c in costs)]
+
+
+def spent_costs(trials: list[TrialRecord]) -> list[dict[str, float]]:
+    """The parts each trial that wrote its costs down spent (schema 4 on), by name."""
+    return [spent for t in trials if (spent := t.cost_s.spent())]
 
 
 def _costs(
@@ -169,7 +176,7 @@ def _costs(
     """Where a variant's trials spent their time: the mean seconds per trial of each part
     (over the trials that wrote their costs down, schema 4 on), and how many warm workers
     served them; (None, None) when no trial wrote its costs down."""
-    with_costs = [t.cost_s for t in trials if t.cost_s]
+    with_costs = spent_costs(trials)
     if not with_costs:
         return None, None
     cost_s = {
@@ -212,25 +219,26 @@ def _trial_length(samples: list[Samples]) -> TrialLength:
 def telemetry_summary(ok: list[TrialRecord]) -> Telemetry:
     """GPU telemetry over a variant's trials: medians of the per-trial medians, extremes
     of the extremes; not available when no trial had any."""
-    have = [t.telemetry for t in ok if t.telemetry.get("available")]
+    have = [t.telemetry for t in ok if t.telemetry.available]
     if not have:
-        reasons = {str(t.telemetry["reason"]) for t in ok if t.telemetry.get("reason")}
+        reasons = {t.telemetry.reason for t in ok if t.telemetry.reason}
         return Telemetry(available=False, reason="; ".join(sorted(reasons)) or "not recorded")
-
-    def median_of(key: str) -> float | None:
-        values = [x[key] for x in have if x.get(key) is not None]
-        return finite(float(np.median(values))) if values else None
-
-    temps = [x["temperature_c_max"] for x in have if x.get("temperature_c_max") is not None]
+    temps = [x.temperature_c_max for x in have if x.temperature_c_max is not None]
     return Telemetry(
         available=True,
-        device=finite_json(have[0].get("device")),
+        device=have[0].device,
         trials=len(have),
-        util_pct_median=median_of("util_pct_median"),
-        clock_ratio_median=median_of("clock_ratio_median"),
-        power_w_median=median_of("power_w_median"),
-        temperature_c_max=finite_json(max(temps)) if temps else None,
+        util_pct_median=_median_of(x.util_pct_median for x in have),
+        clock_ratio_median=_median_of(x.clock_ratio_median for x in have),
+        power_w_median=_median_of(x.power_w_median for x in have),
+        temperature_c_max=finite(max(temps)) if temps else None,
     )
+
+
+def _median_of(readings: Iterable[float | None]) -> float | None:
+    """The median of the trials' readings that were taken; None without any."""
+    values = [x for x in readings if x is not None]
+    return finite(float(np.median(values))) if values else None
 
 
 # Exception types that mean the trial ran out of memory: torch.OutOfMemoryError (CUDA and
@@ -282,7 +290,7 @@ def _health(ok: list[TrialRecord], load: float) -> list[str]:
         flags.append(f"machine loaded: load average up to {load:.1f} on {cores} cores")
     flags += [f for f in (leak_flag(ok), stall_flag(ok)) if f]
     flags += telemetry_flags([t.telemetry for t in ok])
-    evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.get("ok") is False})
+    evidence_off = sorted({k for t in ok for k, e in t.evidence.items() if e.ok is False})
     if evidence_off:
         flags.append(f"knob not in effect: {', '.join(evidence_off)}")
     return flags

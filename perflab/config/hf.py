@@ -8,7 +8,8 @@ that imports transformers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,38 @@ from perflab.formats.json_file import read_json
 # training step of the tiny GPT-2 (batch 32, seq_len 64) takes tens of milliseconds on
 # one CPU core, where the architecture's own defaults (GPT-2 small: 12 layers of 768,
 # 124M parameters) take seconds
-TINY = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1024}
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """model=hf's size fields (model.layers, .hidden, .heads, .vocab_size); None leaves a
+    size to config.json (with model.path) or to perflab's tiny ones."""
+
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    vocab_size: int | None = None
+
+    def items(self) -> Iterator[tuple[str, int | None]]:
+        """Each size as (its field's name, its value), in the order above."""
+        return ((f.name, getattr(self, f.name)) for f in fields(self))
+
+    def or_tiny(self) -> ModelSizes:
+        """These sizes, TINY's where one is None (a model built from its config class)."""
+        return ModelSizes(*(getattr(TINY, name) if v is None else v for name, v in self.items()))
+
+
+@dataclass(frozen=True)
+class TinySizes:
+    """perflab's sizes of a model built from model.arch (ModelSizes' fields, every one set)."""
+
+    layers: int = 2
+    hidden: int = 64
+    heads: int = 2
+    vocab_size: int = 1024
+
+
+TINY = TinySizes()
 # what the intermediate (MLP) width of a config with one becomes when perflab sets the
 # width: 4x, as in GPT-2 and BERT (Llama's config class keeps 11008 otherwise)
 INTERMEDIATE_PER_HIDDEN = 4
@@ -52,7 +84,7 @@ def vocabulary(vocab_size: int | None, local: Mapping[str, Any] | None, path: st
     if vocab_size is not None:
         return vocab_size
     if local is None:
-        return TINY["vocab_size"]
+        return TINY.vocab_size
     size = local.get("vocab_size")
     if type(size) is not int or size < 1:
         raise ConfigError(

@@ -265,7 +265,7 @@ class HFConfig(ModelConfig):
             local = read_local_config(self.path)
             self.arch = local["model_type"]
         else:
-            hidden, heads = self.hidden or TINY["hidden"], self.heads or TINY["heads"]
+            hidden, heads = self.hidden or TINY.hidden, self.heads or TINY.heads
             if hidden % heads:
                 raise ConfigError(
                     "model.heads",

@@ -104,8 +104,9 @@ def workload_name(model_choice: str, config: Any) -> str:
     return f"{model_choice} ({'; '.join(inside)})" if inside else model_choice
 
 
-def workloads_named(models: list[tuple[str, Any]]) -> str:
-    """The workloads of a sweep's variants, each once, in order: ``(model option,
-    config)`` pairs; one workload unless the sweep varies the model or its code."""
-    names = list(dict.fromkeys(workload_name(choice, config) for choice, config in models))
+def workloads_named(models: list[tuple[Mapping[str, str], Any]]) -> str:
+    """The workloads of a sweep's variants, each once, in order: ``(config group
+    choices, config)`` pairs (Hydra's runtime.choices: the model option is the model
+    group's); one workload unless the sweep varies the model or its code."""
+    names = list(dict.fromkeys(workload_name(c.get("model", "?"), cfg) for c, cfg in models))
     return " | ".join(names)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
+
+from perflab.formats.trial_parts import Invocation
 
 
 def _git(cwd: str, *args: str) -> str | None:
@@ -20,14 +21,9 @@ def _git(cwd: str, *args: str) -> str | None:
     return out.stdout.strip()
 
 
-def read_invocation(cwd: str | None = None) -> dict[str, Any]:
+def read_invocation(cwd: str | None = None) -> Invocation:
     """The command line and the git state of the user's working directory."""
     cwd = cwd or os.getcwd()
     commit = _git(cwd, "rev-parse", "HEAD")
     dirty = None if commit is None else bool(_git(cwd, "status", "--porcelain"))
-    return {
-        "argv": list(sys.argv),
-        "cwd": cwd,
-        "git_commit": commit,
-        "git_dirty": dirty,
-    }
+    return Invocation(argv=list(sys.argv), cwd=cwd, git_commit=commit, git_dirty=dirty)

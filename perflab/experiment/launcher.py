@@ -234,7 +234,7 @@ def _announce(setup: SweepSetup, by_name: dict[str, ComposedJob], jobs: list[Com
     for note in first_listed_baselines(plan, dict(schedule.treatments)):
         print(f"perflab: note: {note}")
     sentinel = " + A/A sentinel" if schedule.sentinel else ""
-    models = workloads_named([(_choices(j).get("model", "?"), j.config) for j in jobs])
+    models = workloads_named([(_choices(j), j.config) for j in jobs])
     print(
         f"perflab: {len(jobs)} variant(s){sentinel} of {models}, interleaved rounds; "
         f"sweep directory {sweep_dir}"

@@ -39,6 +39,7 @@ from perflab.errors import ConfigError
 from perflab.experiment import codeprint
 from perflab.formats.dataclass_json import decode, encode, written_when
 from perflab.formats.sweepdir import EXPERIMENT_FILE, trial_records
+from perflab.formats.trial_parts import Invocation
 
 # Config keys that may differ between the sessions of one experiment, and why: they
 # decide when the experiment stops (raise max_rounds or time_budget_s to extend a finished
@@ -137,7 +138,7 @@ ALLOWED = (
 SHOWN_DIFFERENCES = 4
 
 
-def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) -> dict[str, Any]:
+def fingerprint(configs: dict[str, dict[str, Any]], invocation: Invocation) -> dict[str, Any]:
     """What a later session must match, as experiment.json stores it (Fingerprint's JSON
     object): each job's composed config (MAY_CHANGE removed), the machine identity and
     the code. ``invocation`` is perflab.experiment.invocation.read_invocation()."""
@@ -145,12 +146,12 @@ def fingerprint(configs: dict[str, dict[str, Any]], invocation: dict[str, Any]) 
     fp = {
         "configs": {name: _measured(cfg) for name, cfg in sorted(configs.items())},
         "machine": encode(machine(invocation)),
-        "code": codeprint.code_fingerprint(targets, invocation.get("cwd") or "."),
+        "code": codeprint.code_fingerprint(targets, invocation.cwd or "."),
     }
     return json.loads(json.dumps(fp))  # as experiment.json will give it back (tuples, keys)
 
 
-def machine(invocation: dict[str, Any]) -> Machine:
+def machine(invocation: Invocation) -> Machine:
     """This machine, read in the sweep process from package metadata (the sweep process
     does not import torch; the version string is torch.__version__'s, e.g. 2.13.0+cpu)."""
     return Machine(
@@ -158,8 +159,8 @@ def machine(invocation: dict[str, Any]) -> Machine:
         python=platform.python_version(),
         torch=_version("torch"),
         perflab=_version("perflab"),
-        cwd=invocation.get("cwd"),
-        git_commit=invocation.get("git_commit"),
+        cwd=invocation.cwd or None,
+        git_commit=invocation.git_commit,
     )
 
 

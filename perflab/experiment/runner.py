@@ -26,6 +26,7 @@ from perflab.experiment.schedule import VariantRun, check_all, run_experiment, r
 from perflab.formats.records import load_record
 from perflab.formats.summary import Summary
 from perflab.formats.sweepdir import trial_record
+from perflab.formats.trial_parts import Invocation
 
 Say = Callable[[str], None]
 
@@ -42,7 +43,7 @@ class SweepSetup:
     # each job's composed config (by variant source) and the command's invocation: what
     # a later session must match to resume here (perflab.experiment.resume.fingerprint)
     configs: dict[str, dict[str, Any]]
-    invocation: dict[str, Any]
+    invocation: Invocation
     # run one profiled trial per variant after the rounds
     profile: bool
     # check every variant's settings on this machine first (False: the launcher already

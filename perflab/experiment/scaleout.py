@@ -41,6 +41,7 @@ from perflab.formats.groups import (
     write_groups,
 )
 from perflab.formats.sweepdir import GROUPS_DIR, SUBMITIT_DIR
+from perflab.formats.trial_parts import Invocation
 from perflab.report.merge import write_merged_report
 
 
@@ -366,7 +367,7 @@ class _Sweep:
     # the first job's config: the schedule, profile and scale-out every job shares
     first: PerflabConfig
     # perflab.experiment.invocation.read_invocation(), once for every group
-    invocation: dict[str, Any]
+    invocation: Invocation
     sweep_dir: Path
 
 
@@ -412,7 +413,7 @@ def _checked_here(setup: SweepSetup) -> list[str]:
 
 def _announcement(members: list[Member], groups: int, cfg: ScaleOutConfig, sweep_dir: Path) -> str:
     """What will run, and how, in one line."""
-    models = workloads_named([(m.choices.get("model", "?"), m.config) for m in members])
+    models = workloads_named([(m.choices, m.config) for m in members])
     return (
         f"perflab: {len(members)} variant(s) of {models} in {groups} group(s) by "
         f"{', '.join(cfg.group_by)}; each group is one {cfg.executor} job with its own "

@@ -53,6 +53,7 @@ from perflab.formats.sweepdir import (
     profile_record,
     trial_record,
 )
+from perflab.formats.trial_parts import Invocation, TrialWorker
 from perflab.process.isolation import Outcome, Worker, describe_exit, drop_if_empty, run_isolated
 from perflab.process.trial_request import (
     CHECK_SETTINGS,
@@ -164,11 +165,11 @@ class Workers:
         self._workers: dict[str, tuple[Worker, int]] = {}  # variant -> (worker, generation)
         self._started: dict[str, int] = {}  # variant -> workers started so far
 
-    def for_trial(self, name: str, round_: int) -> tuple[Worker | None, dict[str, Any]]:
-        """The worker that runs ``name``'s trial of ``round_``, and what its record says
-        about it (TrialRecord.worker)."""
+    def for_trial(self, name: str, round_: int) -> tuple[Worker | None, TrialWorker]:
+        """The worker that runs ``name``'s trial of ``round_`` (None: a fresh process), and
+        what its record says about it (TrialRecord.worker)."""
         if not self.enabled:
-            return None, {"isolation": "process"}
+            return None, TrialWorker(isolation="process")
         generation = round_ // self.per_worker
         worker, serving = self._workers.get(name, (None, -1))
         if worker is None or serving != generation or not worker.running:
@@ -179,12 +180,12 @@ class Workers:
             worker = Worker()
             self._workers[name] = (worker, generation)
             self._started[name] = self._started.get(name, 0) + 1
-        info = {
-            "isolation": "worker",
-            "id": self._started[name] - 1,
-            "trial": worker.calls,
-            "generation": generation,
-        }
+        info = TrialWorker(
+            isolation="worker",
+            id=self._started[name] - 1,
+            trial=worker.calls,
+            generation=generation,
+        )
         return worker, info
 
     def retire(self, name: str) -> None:
@@ -682,7 +683,7 @@ def make_runs(
     configs: dict[str, PerflabConfig],
     dicts: dict[str, dict[str, Any]],
     choices: dict[str, dict[str, str]],
-    invocation: dict[str, Any],
+    invocation: Invocation,
     sweep_dir: Path,
 ) -> dict[str, VariantRun]:
     runs = {}

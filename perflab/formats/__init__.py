@@ -12,4 +12,5 @@ __all__ = [
     "records",
     "summary",
     "sweepdir",
+    "trial_parts",
 ]

@@ -36,14 +36,22 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from perflab.errors import ConfigError, RecordError
 from perflab.formats.atomic import temporary_beside
+from perflab.formats.dataclass_json import SchemaError, decode, encode
 from perflab.formats.json_file import read_json
 from perflab.formats.sweepdir import broken_link
+from perflab.formats.trial_parts import (
+    CostParts,
+    KnobEvidence,
+    TrialMemory,
+    TrialTelemetry,
+    TrialWorker,
+)
 
 SCHEMA_VERSION = 6
 SUPPORTED_VERSIONS = (1, 2, 3, 4, 5, 6)
@@ -144,47 +152,71 @@ class TrialRecord:
     error: ErrorInfo | None = None
     warnings: list[str] = field(default_factory=list)
     samples: Samples | None = None
-    memory: dict[str, Any] = field(default_factory=dict)
-    # per knob: requested, observed, ok, detail (see perflab.measure.knobs)
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memory: TrialMemory = field(default_factory=TrialMemory)
+    # per knob: what the trial observed of it (perflab.measure.knobs)
+    evidence: dict[str, KnobEvidence] = field(default_factory=dict)
     # settings that must not differ between compared variants
     conditions: dict[str, Any] = field(default_factory=dict)
     # GPU telemetry sampled during the timed block (perflab.measure.telemetry); on CPU only
-    # {"available": false, "reason": ...}
-    telemetry: dict[str, Any] = field(default_factory=dict)
+    # available false and the reason
+    telemetry: TrialTelemetry = field(default_factory=TrialTelemetry)
     probe: Probe | None = None
+    # versions, hardware and the command line (perflab.measure.environment): facts of the
+    # machine, open-ended, compared and shown key by key
     environment: dict[str, Any] = field(default_factory=dict)
     # load average (1, 5, 15 min) at the start and the end of the trial
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
-    # the process it ran in: {"isolation": "worker" or "process", "id": the worker's
-    # number in its variant, "trial": this trial's index in that worker (0: it built the
-    # workload), "pid"}; {} in records before schema 4 (a fresh process each)
-    worker: dict[str, Any] = field(default_factory=dict)
-    # seconds spent by part: start (request sent -> trial code running), build,
-    # first_call, warmup, timed, checks, other (the rest of the trial's span: trial.uncounted;
-    # absent before 2026-11-24); build and first_call are 0 for a trial that reused its
+    # the process it ran in; empty in records before schema 4 (a fresh process each)
+    worker: TrialWorker = field(default_factory=TrialWorker)
+    # seconds spent by part; build and first_call are 0 for a trial that reused its
     # worker's workload
-    cost_s: dict[str, float] = field(default_factory=dict)
+    cost_s: CostParts = field(default_factory=CostParts)
     schema_version: int = SCHEMA_VERSION
     # set by load_record, never written: the file's checksum does not match its content,
     # so a value was changed after the trial wrote it (the values passed validation)
     edited: bool = field(default=False, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        del data["edited"]
+        """The record as its JSON object: each typed part as the trial wrote it before the
+        parts had types (perflab.formats.trial_parts), key for key."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "edited"}
+        for name in ("samples", "probe", "error"):
+            if data[name] is not None:
+                data[name] = asdict(data[name])
+        for name in _PARTS:
+            data[name] = encode(data[name])
+        data["evidence"] = {knob: encode(e) for knob, e in self.evidence.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
+        """The record of a JSON object read from a file: TypeError or SchemaError for one
+        that does not fit the schema."""
         data = dict(data)
         if data.get("schema_version") == 1 and isinstance(data.get("samples"), dict):
             data["samples"] = _samples_from_v1(data["samples"])
         for key, kind in (("samples", Samples), ("probe", Probe), ("error", ErrorInfo)):
             if data.get(key) is not None:
                 data[key] = kind(**data[key])
+        for key, part in _PARTS.items():
+            data[key] = decode(part, data.get(key, {}), key)
+        evidence = data.get("evidence", {})
+        if not isinstance(evidence, dict):
+            raise SchemaError(f"evidence={evidence!r:.60}: not a mapping")
+        data["evidence"] = {
+            k: decode(KnobEvidence, e, f"evidence.{k}") for k, e in evidence.items()
+        }
         return cls(**data)
+
+
+# the typed parts of a record (perflab.formats.trial_parts), by field
+_PARTS: dict[str, type[Any]] = {
+    "memory": TrialMemory,
+    "telemetry": TrialTelemetry,
+    "worker": TrialWorker,
+    "cost_s": CostParts,
+}
 
 
 def _samples_from_v1(samples: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +326,8 @@ def load_record(path: Path) -> TrialRecord:
     checksum = data.pop("checksum", None) if version >= CHECKSUM_SINCE else None
     try:
         record = TrialRecord.from_dict(data)
+    except SchemaError as exc:  # a typed part's value, named by its path
+        raise RecordError(f"{path}: {exc}") from exc
     except TypeError as exc:
         raise RecordError(f"{path}: malformed record for schema_version={version} ({exc})") from exc
     problem = _inconsistency(record)
@@ -326,18 +360,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 # left to crash the report: the record is refused, naming the field and the value.
 
 # top-level fields that must be JSON objects, and lists (the analysis reads into them)
-_MAPPINGS = (
-    "worker",
-    "cost_s",
-    "config",
-    "settings",
-    "choices",
-    "memory",
-    "evidence",
-    "conditions",
-    "telemetry",
-    "environment",
-)
+# (the typed parts are checked as they are read: perflab.formats.trial_parts)
+_MAPPINGS = ("config", "settings", "choices", "conditions", "environment")
 _LISTS = ("warnings", "load_start", "load_end")
 _NS = "not a duration in ns (an integer >= 0)"
 
@@ -396,13 +420,13 @@ def _top_level_problem(record: TrialRecord) -> str | None:
         if not isinstance(getattr(record, name), kind):
             what = "a mapping" if kind is dict else "a list"
             return _bad(name, getattr(record, name), f"not {what}")
-    for part, seconds in record.cost_s.items():
+    for part, seconds in record.cost_s.spent().items():
         if not _is_seconds(seconds):
             return _bad(f"cost_s.{part}", seconds, "not a finite number of seconds >= 0")
-    peak = record.memory.get("peak_bytes")
+    peak = record.memory.peak_bytes
     if peak is not None and not _is_whole(peak):
         return _bad("memory.peak_bytes", peak, "not a byte count (an integer >= 0)")
-    readings = record.memory.get("sample_bytes")  # the leak flag's (perflab.analysis.variants)
+    readings = record.memory.sample_bytes  # the leak flag's (perflab.analysis.variants)
     if readings is not None:
         return _bad_entry("memory.sample_bytes", readings, _is_whole, "not a byte count")
     return None
@@ -464,10 +488,6 @@ def _probe_problem(record: TrialRecord) -> str | None:
             return _bad(f"probe.{name}", value, "not a number")
     shape = _bad_entry("probe.output_shape", p.output_shape, _is_whole, "not a dimension")
     return shape or _bad_entry("probe.output_sample", p.output_sample, _is_number, "not a number")
-
-
-# the key of record.memory that holds the per-sample readings (SampleMemory.in_bytes)
-SAMPLE_BYTES = "sample_bytes"
 
 
 # nvmlClocksEventReasons bits (NVML API reference, "Clock Event Reasons"); the values are

@@ -13,6 +13,7 @@ import torch
 
 from perflab.config.schema import PerflabConfig
 from perflab.formats.records import Probe, TrialRecord
+from perflab.formats.trial_parts import PhaseReading
 from perflab.measure import knobs, memory
 from perflab.measure.resolve import Resolved
 from perflab.measure.steps import (
@@ -118,13 +119,14 @@ def evidence_pass(
     else:
         with torch.no_grad(), knobs.observe_layers(prep.model) as seen, knobs.autocast(resolved):
             call_model(prep.model, x)
-    record.evidence["amp"] = knobs.amp_evidence(resolved, seen)
-    record.evidence["channels_last"] = knobs.channels_last_evidence(cfg.channels_last, seen)
+    amp = knobs.amp_evidence(resolved, seen)
+    channels_last = knobs.channels_last_evidence(cfg.channels_last, seen)
     if isinstance(step, UserStep):
-        for name in ("amp", "channels_last"):
-            record.evidence[name]["detail"] += f" inside step={cfg.step}"
-        if record.evidence["amp"]["ok"] is False and resolved.amp_dtype:
-            record.evidence["amp"]["detail"] += " (run its forward under ctx.autocast())"
+        for found in (amp, channels_last):
+            found.detail += f" inside step={cfg.step}"
+        if amp.ok is False and resolved.amp_dtype:
+            amp.detail += " (run its forward under ctx.autocast())"
+    record.evidence.update(amp=amp, channels_last=channels_last)
 
 
 def _eager() -> contextlib.AbstractContextManager[Any]:
@@ -135,7 +137,7 @@ def _eager() -> contextlib.AbstractContextManager[Any]:
 
 def memory_by_phase(
     cfg: PerflabConfig, resolved: Resolved, step: Step, prep: Prepared
-) -> list[dict[str, Any]]:
+) -> list[PhaseReading]:
     """One more step, after the timed block, reading memory at the end of every phase."""
     marks = memory.PhaseMemory(phases_of(cfg, step), resolved.device)
     step(prep.workload.batches, marks)

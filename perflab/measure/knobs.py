@@ -3,8 +3,8 @@
 Evidence is observed, not assumed: autocast dtypes are read off the outputs of the
 matmul/conv layers, channels_last off the tensors that reach the convolutions, compile
 off dynamo's counters, the DataLoader off its live worker processes. Each piece of
-evidence is a plain dict: ``requested``, ``observed``, ``ok`` (True, False, or None when
-there was nothing to observe) and a ``detail`` sentence.
+evidence is a KnobEvidence (perflab.formats.trial_parts): ``requested``, ``observed``,
+``ok`` (True, False, or None when there was nothing to observe) and a ``detail`` sentence.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import multiprocessing
 import random
 import sys
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -21,23 +22,22 @@ from torch import nn
 
 from perflab.config.schema import PerflabConfig
 from perflab.config.user_code import MODEL_ATTRIBUTE, evidence_checks, lookup
+from perflab.formats.trial_parts import KnobEvidence
 from perflab.measure.resolve import Resolved
 from perflab.workloads import locate
-
-Evidence = dict[str, Any]
 
 # Layers whose outputs show the autocast dtype (matmuls and convolutions run in it).
 AUTOCAST_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def evidence(requested: Any, observed: Any, ok: bool | None, detail: str) -> Evidence:
-    return {"requested": requested, "observed": observed, "ok": ok, "detail": detail}
+def evidence(requested: Any, observed: Any, ok: bool | None, detail: str) -> KnobEvidence:
+    return KnobEvidence(requested=requested, observed=observed, ok=ok, detail=detail)
 
 
 # --- process-wide settings ------------------------------------------------------------
 
 
-def apply_threads(threads: int) -> Evidence:
+def apply_threads(threads: int) -> KnobEvidence:
     # OMP_NUM_THREADS is ignored in a fork-server child (the server initialised OpenMP),
     # so the count is set through torch and read back.
     torch.set_num_threads(threads)
@@ -50,13 +50,13 @@ def apply_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def apply_matmul_precision(precision: str) -> Evidence:
+def apply_matmul_precision(precision: str) -> KnobEvidence:
     torch.set_float32_matmul_precision(precision)
     observed = torch.get_float32_matmul_precision()
     return evidence(precision, observed, observed == precision, "float32 matmul precision")
 
 
-def apply_cudnn_benchmark(enabled: bool, device: str) -> Evidence:
+def apply_cudnn_benchmark(enabled: bool, device: str) -> KnobEvidence:
     torch.backends.cudnn.benchmark = enabled
     observed = torch.backends.cudnn.benchmark
     ok = observed == enabled if device == "cuda" else None
@@ -143,37 +143,58 @@ def build_optimizer(cfg: PerflabConfig, model: nn.Module) -> torch.optim.Optimiz
 # --- compile counters -------------------------------------------------------------------
 
 
-def compile_counters() -> dict[str, int]:
-    """Dynamo's cumulative counters: graphs compiled, graph breaks, recompilations."""
+@dataclass(frozen=True)
+class CompileCounts:
+    """Dynamo's counters: graphs compiled, frames captured, graph breaks and
+    recompilations; cumulative over the process, so a trial counts its part ``since``
+    an earlier reading."""
+
+    graphs: int = 0
+    frames_compiled: int = 0
+    graph_breaks: int = 0
+    recompiles: int = 0
+
+    def since(self, earlier: CompileCounts) -> CompileCounts:
+        """What was added after ``earlier``."""
+        return CompileCounts(
+            graphs=self.graphs - earlier.graphs,
+            frames_compiled=self.frames_compiled - earlier.frames_compiled,
+            graph_breaks=self.graph_breaks - earlier.graph_breaks,
+            recompiles=self.recompiles - earlier.recompiles,
+        )
+
+
+def compile_counters() -> CompileCounts:
+    """Dynamo's cumulative counters now: its ``counters`` dict, read by its own keys."""
     from torch._dynamo.utils import counters
 
     stats = counters["stats"]
-    return {
-        "graphs": int(stats.get("unique_graphs", 0)),
-        "frames_compiled": int(stats.get("calls_captured", 0)),
-        "graph_breaks": int(sum(counters["graph_break"].values())),
-        "recompiles": int(sum(counters["recompiles"].values())),
-    }
+    return CompileCounts(
+        graphs=int(stats.get("unique_graphs", 0)),
+        frames_compiled=int(stats.get("calls_captured", 0)),
+        graph_breaks=int(sum(counters["graph_break"].values())),
+        recompiles=int(sum(counters["recompiles"].values())),
+    )
 
 
 def compile_evidence(
     resolved: Resolved,
-    at_start: dict[str, int],
-    before_timed: dict[str, int],
-    after_timed: dict[str, int],
-) -> Evidence:
+    at_start: CompileCounts,
+    before_timed: CompileCounts,
+    after_timed: CompileCounts,
+) -> KnobEvidence:
     """Dynamo's counters are process-wide and cumulative: count what this trial added."""
-    trial = {k: after_timed[k] - at_start[k] for k in after_timed}
-    in_window = {k: after_timed[k] - before_timed[k] for k in after_timed}
-    observed = {**trial, "compiled_in_timed_window": in_window["frames_compiled"]}
+    trial = after_timed.since(at_start)
+    in_window = after_timed.since(before_timed)
+    # the record's observed object: the trial's counts, then the timed window's captures
+    observed = {**asdict(trial), "compiled_in_timed_window": in_window.frames_compiled}
     if resolved.compile_mode is None:
-        return evidence("off", observed, trial["graphs"] == 0, "no graphs compiled")
-    ok = trial["graphs"] > 0
+        return evidence("off", observed, trial.graphs == 0, "no graphs compiled")
     detail = (
-        f"{trial['graphs']} graph(s), {trial['graph_breaks']} graph break(s), "
-        f"{in_window['frames_compiled']} compilation(s) inside the timed window"
+        f"{trial.graphs} graph(s), {trial.graph_breaks} graph break(s), "
+        f"{in_window.frames_compiled} compilation(s) inside the timed window"
     )
-    return evidence(resolved.compile_mode, observed, ok, detail)
+    return evidence(resolved.compile_mode, observed, trial.graphs > 0, detail)
 
 
 def fused_op_calls() -> dict[str, int]:
@@ -183,7 +204,9 @@ def fused_op_calls() -> dict[str, int]:
     return {} if ops is None else {f"perflab::{k}": n for k, n in sorted(ops.CALLS.items())}
 
 
-def fused_evidence(requested: str, replaced: list[str], calls_at_start: dict[str, int]) -> Evidence:
+def fused_evidence(
+    requested: str, replaced: list[str], calls_at_start: dict[str, int]
+) -> KnobEvidence:
     """What fused=triton swapped in, and whether the fused custom ops really ran: their
     Python implementations count real calls (traced, fake calls do not count)."""
     calls = {
@@ -203,28 +226,41 @@ def fused_evidence(requested: str, replaced: list[str], calls_at_start: dict[str
     )
     if interpreted:
         detail += "; Triton's interpreter on cpu: correct, but timing not representative"
-    return {
-        **evidence(requested, replaced, bool(replaced) and bool(calls), detail),
-        "op_calls": calls,
-        "interpreted": interpreted,
-        "timing_representative": not interpreted,
-    }
+    return KnobEvidence(
+        requested=requested,
+        observed=replaced,
+        ok=bool(replaced) and bool(calls),
+        detail=detail,
+        op_calls=calls,
+        interpreted=interpreted,
+        timing_representative=not interpreted,
+    )
 
 
 # --- observing layers during the evidence pass -----------------------------------------
 
 
+@dataclass
+class LayerObservations:
+    """What the evidence pass saw reach the layers (observe_layers)."""
+
+    # the dtype of each matmul/conv layer's output, as torch names it without "torch."
+    output_dtypes: list[str] = field(default_factory=list)
+    # for each Conv2d call: its input was 4-D and channels_last
+    conv_input_channels_last: list[bool] = field(default_factory=list)
+
+
 @contextlib.contextmanager
-def observe_layers(model: nn.Module) -> Iterator[dict[str, list[Any]]]:
+def observe_layers(model: nn.Module) -> Iterator[LayerObservations]:
     """Record output dtypes of matmul/conv layers and the memory format of conv inputs."""
-    seen: dict[str, list[Any]] = {"output_dtypes": [], "conv_input_channels_last": []}
+    seen = LayerObservations()
 
     def on_forward(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
         if isinstance(output, torch.Tensor):
-            seen["output_dtypes"].append(str(output.dtype).removeprefix("torch."))
+            seen.output_dtypes.append(str(output.dtype).removeprefix("torch."))
         if isinstance(module, nn.Conv2d) and inputs and isinstance(inputs[0], torch.Tensor):
             x = inputs[0]
-            seen["conv_input_channels_last"].append(
+            seen.conv_input_channels_last.append(
                 x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
             )
 
@@ -240,8 +276,8 @@ def observe_layers(model: nn.Module) -> Iterator[dict[str, list[Any]]]:
             handle.remove()
 
 
-def amp_evidence(resolved: Resolved, seen: dict[str, list[Any]]) -> Evidence:
-    dtypes = sorted(set(seen["output_dtypes"]))
+def amp_evidence(resolved: Resolved, seen: LayerObservations) -> KnobEvidence:
+    dtypes = sorted(set(seen.output_dtypes))
     expected = resolved.amp_dtype or "float32"
     if not dtypes:
         return evidence(expected, dtypes, None, "no matmul/conv layers to observe")
@@ -249,8 +285,8 @@ def amp_evidence(resolved: Resolved, seen: dict[str, list[Any]]) -> Evidence:
     return evidence(expected, dtypes, ok, f"matmul/conv output dtypes: {', '.join(dtypes)}")
 
 
-def channels_last_evidence(enabled: bool, seen: dict[str, list[Any]]) -> Evidence:
-    flags = seen["conv_input_channels_last"]
+def channels_last_evidence(enabled: bool, seen: LayerObservations) -> KnobEvidence:
+    flags = seen.conv_input_channels_last
     if not flags:
         return evidence(enabled, None, None, "no Conv2d layers to observe")
     share = sum(flags) / len(flags)
@@ -260,7 +296,7 @@ def channels_last_evidence(enabled: bool, seen: dict[str, list[Any]]) -> Evidenc
     )
 
 
-def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> dict[str, Evidence]:
+def loader_evidence(cfg: PerflabConfig, first_batch: Any, device: str) -> dict[str, KnobEvidence]:
     """Count the live worker processes and check whether batches arrive pinned: the
     ``data_loader`` entry (workers, and pinning on CUDA) and the ``pin_memory`` one,
     whose ``ok`` is None where nothing can be pinned: pinned memory is page-locked host
@@ -311,7 +347,7 @@ def first_tensor(value: Any) -> torch.Tensor | None:
 # --- your own knobs ---------------------------------------------------------------------
 
 
-def user_evidence(cfg: PerflabConfig, model: nn.Module, taken: Any = ()) -> dict[str, Evidence]:
+def user_evidence(cfg: PerflabConfig, model: nn.Module, taken: Any = ()) -> dict[str, KnobEvidence]:
     """The evidence of the user's knobs that schedule.evidence names a check for, under
     each knob's key (its report column reads it as perflab's knobs' own): after the timed
     block, on the eager model the step ran,
@@ -324,7 +360,7 @@ def user_evidence(cfg: PerflabConfig, model: nn.Module, taken: Any = ()) -> dict
     A check that raises, or an attribute the model lacks, is evidence with ``ok`` None
     that says why; it never fails the trial, which has been measured. Keys in ``taken``
     (perflab's own evidence, e.g. ``amp``) are left to perflab's."""
-    found: dict[str, Evidence] = {}
+    found: dict[str, KnobEvidence] = {}
     for knob, check in evidence_checks(cfg).items():
         if knob in taken:
             continue
@@ -358,7 +394,7 @@ def user_evidence(cfg: PerflabConfig, model: nn.Module, taken: Any = ()) -> dict
     return found
 
 
-def _compared(requested: Any, observed: Any, source: str) -> Evidence:
+def _compared(requested: Any, observed: Any, source: str) -> KnobEvidence:
     """Evidence that reads ``observed`` and compares it with the knob's value (as the
     command line wrote it: true, 8, sdpa)."""
     same = observed == requested or _text(observed) == _text(requested)

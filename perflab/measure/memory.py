@@ -8,7 +8,10 @@ import os
 import resource
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+
+from perflab.formats.trial_parts import PhaseReading, TrialMemory
 
 _STATUS = "/proc/self/status"
 # Linux's memory counters of the process, in pages: size resident shared text lib data dt
@@ -56,22 +59,28 @@ def peak_rss_bytes() -> int:
     return maxrss if sys.platform == "darwin" else maxrss * 1024
 
 
-def peak_memory(device: str, rss_at_start: int | None) -> dict[str, Any]:
-    """The trial's memory figures, in bytes; 'peak_bytes' is the headline number."""
-    result: dict[str, Any] = {
-        "peak_rss_bytes": peak_rss_bytes(),
-        "rss_at_start_bytes": rss_at_start,
-    }
-    if device == "cuda":
-        import torch
+def with_peak(memory: TrialMemory, device: str, rss_at_start: int | None) -> TrialMemory:
+    """``memory`` with the trial's peak figures read now, in bytes; ``peak_bytes`` is the
+    headline number: the allocator's peak on CUDA, the process's peak RSS on CPU."""
+    peak_rss = peak_rss_bytes()
+    if device != "cuda":
+        return replace(
+            memory,
+            peak_rss_bytes=peak_rss,
+            rss_at_start_bytes=rss_at_start,
+            kind="process_rss",
+            peak_bytes=peak_rss,
+        )
+    import torch
 
-        result["kind"] = "cuda_allocator"
-        result["peak_bytes"] = torch.cuda.max_memory_allocated()
-        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
-    else:
-        result["kind"] = "process_rss"
-        result["peak_bytes"] = result["peak_rss_bytes"]
-    return result
+    return replace(
+        memory,
+        peak_rss_bytes=peak_rss,
+        rss_at_start_bytes=rss_at_start,
+        kind="cuda_allocator",
+        peak_bytes=torch.cuda.max_memory_allocated(),
+        peak_reserved_bytes=torch.cuda.max_memory_reserved(),
+    )
 
 
 class PhaseMemory:
@@ -85,7 +94,7 @@ class PhaseMemory:
 
     def __init__(self, phases: tuple[str, ...], device: str) -> None:
         self._phases, self._device = phases, device
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[PhaseReading] = []
         if device == "cuda":
             import torch
 
@@ -94,17 +103,17 @@ class PhaseMemory:
     def __call__(self) -> None:
         phase = self._phases[len(self.rows) % len(self._phases)]
         if self._device != "cuda":
-            self.rows.append({"phase": phase, "rss_bytes": current_rss_bytes()})
+            self.rows.append(PhaseReading(phase=phase, rss_bytes=current_rss_bytes()))
             return
         import torch
 
         self.rows.append(
-            {
-                "phase": phase,
-                "allocated_bytes": torch.cuda.memory_allocated(),
-                "reserved_bytes": torch.cuda.memory_reserved(),
-                "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-            }
+            PhaseReading(
+                phase=phase,
+                allocated_bytes=torch.cuda.memory_allocated(),
+                reserved_bytes=torch.cuda.memory_reserved(),
+                peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+            )
         )
         torch.cuda.reset_peak_memory_stats()
 

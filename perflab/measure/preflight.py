@@ -37,7 +37,7 @@ from perflab.workloads.outputs import output_tensor
 
 
 def user_code_importable(request: TrialRequest) -> None:
-    cwd = request.invocation.get("cwd")
+    cwd = request.invocation.cwd
     if cwd and cwd not in sys.path:
         sys.path.insert(0, cwd)  # the user's own factories live beside their command
 

@@ -48,6 +48,7 @@ def run_profile(request: TrialRequest) -> str:
 
 def _profile(request: TrialRequest) -> str:
     from perflab.profile import attribution, capture, operators
+    from perflab.profile.trace_events import trace_events
 
     cfg = request.config
     user_code_importable(request)
@@ -74,13 +75,14 @@ def _profile(request: TrialRequest) -> str:
         step, prep.workload.batches, phases, resolved.device, p
     )
     exported = capture.export_trace(prof, out.parent)
-    trace = exported.events
-    table = operators.read(trace)
+    # parsed once for the operator table and the attribution (READ_CATEGORIES covers both)
+    events = trace_events(exported.events, operators.READ_CATEGORIES)
+    table = operators.table_of(events)
     memory_snapshot = _finish_memory_snapshot(snapshot, out)
     trace_file = capture.write_trace(exported, out.parent, int(p.max_trace_mb * 2**20))
     # on CUDA, every kernel counted once under the operator that launched it
     cuda = resolved.device == "cuda"
-    device_side = attribution.attribute(trace, TOP_OPS) if cuda else None
+    device_side = attribution.device_side(events, TOP_OPS) if cuda else None
     profile = capture.profile_of(
         variant={"choices": request.choices, "settings": settings_of(cfg, resolved)},
         device=resolved.device,
@@ -88,7 +90,7 @@ def _profile(request: TrialRequest) -> str:
         trace_file=trace_file,
         profiled_steps=p.active,
         busy=table.busy,
-        host_annotations=None if cuda else attribution.host_table(trace, TOP_OPS),
+        host_annotations=None if cuda else attribution.annotation_table(events, TOP_OPS),
         memory_snapshot=memory_snapshot,
         device_side=device_side,
         overhead=_overhead(unprofiled, profiled_s),

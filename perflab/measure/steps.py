@@ -23,6 +23,7 @@ import torch
 from perflab.analysis import steady
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
+from perflab.formats.trial_parts import KnobEvidence
 from perflab.measure import knobs, memory
 from perflab.measure.resolve import Resolved
 from perflab.measure.timing import Timer, split_marks, steps_per_event_window
@@ -160,19 +161,17 @@ def step_output(out: Any, cfg: PerflabConfig) -> torch.Tensor:
 
 def implementation_evidence(
     cfg: PerflabConfig, prep: Prepared, step: Step
-) -> dict[str, knobs.Evidence]:
+) -> dict[str, KnobEvidence]:
     """What the variant ran, under the keys a sweep of implementations varies (their
     report column reads it as a knob's evidence): ``step``, the user's step function and
     the factory that made it, or perflab's own; ``model.fn``, the function model=function
     called."""
-    found: dict[str, knobs.Evidence] = {}
     if isinstance(step, UserStep):
         made = _qualified(step.fn)
-        found["step"] = knobs.evidence(
-            cfg.step, made, True, f"the trial ran {made}, made by {cfg.step}(ctx)"
-        )
+        ran = knobs.evidence(cfg.step, made, True, f"the trial ran {made}, made by {cfg.step}(ctx)")
     else:
-        found["step"] = knobs.evidence(None, "perflab", True, f"perflab's {cfg.mode} step")
+        ran = knobs.evidence(None, "perflab", True, f"perflab's {cfg.mode} step")
+    found = {"step": ran}
     called = getattr(prep.model, "fn", None) if hasattr(cfg.model, "fn") else None
     if called is not None:
         name = _qualified(called)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perflab.formats.records import THROTTLE_BITS
+from perflab.formats.trial_parts import TrialTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class NvmlSampler:
         self._samples.append(self.read())
         self._thread.start()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> TrialTelemetry:
         self._stop.set()
         self._thread.join()
         self._samples.append(self.read())
@@ -102,7 +103,7 @@ def summarize(
     max_sm_clock_mhz: float | None,
     power_limit_w: float | None,
     interval_s: float,
-) -> dict[str, Any]:
+) -> TrialTelemetry:
     """Medians and extremes of the samples, and the share of samples per throttle reason."""
 
     def column(attr: str) -> list[float]:
@@ -123,38 +124,35 @@ def summarize(
     if clocks and max_sm_clock_mhz:
         ratio = round(statistics.median(clocks) / max_sm_clock_mhz, 3)
     temps = column("temperature_c")
-    return {
-        "available": True,
-        "source": "nvml",
-        "device": device_name,
-        "interval_ms": round(interval_s * 1e3, 1),
-        "samples": len(samples),
-        "util_pct_median": median("util_pct"),
-        "sm_clock_mhz_median": median("sm_clock_mhz"),
-        "sm_clock_mhz_min": min(clocks) if clocks else None,
-        "max_sm_clock_mhz": max_sm_clock_mhz,
-        "clock_ratio_median": ratio,
-        "temperature_c_max": max(temps) if temps else None,
-        "power_w_median": median("power_w"),
-        "power_limit_w": power_limit_w,
-        "throttle_share": seen,
-    }
+    return TrialTelemetry(
+        available=True,
+        source="nvml",
+        device=device_name,
+        interval_ms=round(interval_s * 1e3, 1),
+        samples=len(samples),
+        util_pct_median=median("util_pct"),
+        sm_clock_mhz_median=median("sm_clock_mhz"),
+        sm_clock_mhz_min=min(clocks) if clocks else None,
+        max_sm_clock_mhz=max_sm_clock_mhz,
+        clock_ratio_median=ratio,
+        temperature_c_max=max(temps) if temps else None,
+        power_w_median=median("power_w"),
+        power_limit_w=power_limit_w,
+        throttle_share=seen,
+    )
 
 
-def unavailable(reason: str) -> dict[str, Any]:
-    return {"available": False, "reason": reason}
-
-
-def start_sampler(device: str, interval_ms: float) -> tuple[NvmlSampler | None, dict[str, Any]]:
-    """A started sampler for the current CUDA device, or None and the reason there is none."""
+def start_sampler(device: str, interval_ms: float) -> tuple[NvmlSampler | None, TrialTelemetry]:
+    """A started sampler for the current CUDA device and an empty reading (its stop()
+    gives the readings), or None and the reason there is none."""
     if device != "cuda":
-        return None, unavailable(f"no GPU telemetry on {device}")
+        return None, TrialTelemetry.unavailable(f"no GPU telemetry on {device}")
     if interval_ms <= 0:
-        return None, unavailable("trial.telemetry_interval_ms=0")
+        return None, TrialTelemetry.unavailable("trial.telemetry_interval_ms=0")
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
-        return None, unavailable("pynvml not importable: pip install nvidia-ml-py")
+        return None, TrialTelemetry.unavailable("pynvml not importable: pip install nvidia-ml-py")
     try:
         import torch
 
@@ -164,10 +162,10 @@ def start_sampler(device: str, interval_ms: float) -> tuple[NvmlSampler | None, 
         name = torch.cuda.get_device_name()
     except Exception as exc:  # noqa: BLE001 - NVML missing or refusing: measure without it
         log.warning("no GPU telemetry: %s", exc)
-        return None, unavailable(f"NVML: {exc}")
+        return None, TrialTelemetry.unavailable(f"NVML: {exc}")
     sampler = NvmlSampler(pynvml, handle, name, interval_ms / 1e3)
     sampler.start()
-    return sampler, {}
+    return sampler, TrialTelemetry()
 
 
 def _nvml_index(torch: Any) -> int:

@@ -18,7 +18,7 @@ import os
 import random
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,9 @@ from perflab.analysis import steady
 from perflab.analysis.steady import Warmup, kept_samples
 from perflab.config.schema import PerflabConfig, TrialConfig
 from perflab.errors import ConfigError
-from perflab.formats.records import SAMPLE_BYTES, ErrorInfo, Samples, TrialRecord, write_record
+from perflab.formats.records import ErrorInfo, Samples, TrialRecord, write_record
 from perflab.formats.sweepdir import log_beside
+from perflab.formats.trial_parts import CostParts, KnobEvidence
 from perflab.measure import environment, hf_knobs, knobs, memory, telemetry
 from perflab.measure.checks import evidence_pass, memory_by_phase, numerics_probe
 from perflab.measure.preflight import exit_status, user_code_importable
@@ -65,7 +66,7 @@ def measure(
 ) -> None:
     """Warm-up and the timed block of a built workload (its first call, timed apart, came
     with the build); fills record.samples, evidence and the memory reading after every
-    timed sample (record.memory[SAMPLE_BYTES]).
+    timed sample (record.memory.sample_bytes).
     ``length``: the timed steps and steps per sample fixed by an earlier trial of this
     configuration; without it the block runs to trial.min_*/max_* (``calibrating``: and
     this trial's length becomes the fixed one of its configuration)."""
@@ -102,7 +103,7 @@ def measure(
     after = knobs.compile_counters()
     # beside the peak that _run adds: memory after each timed sample, the leak flag's
     # evidence
-    record.memory[SAMPLE_BYTES] = kept.sample_bytes + per_sample.in_bytes()
+    record.memory.sample_bytes = kept.sample_bytes + per_sample.in_bytes()
     times = split_marks(host, device, phases if group == 1 else ("step",), group, gapped=True)
     record.samples = _samples(warm, kept, times, block, built.first_call_ns, length, calibrating)
     record.warnings += _short_block(tcfg, length, kept.steps + block.steps)
@@ -111,20 +112,21 @@ def measure(
             f"the warm-up reached trial.warmup_max_s={tcfg.warmup_max_s} before the step "
             "time was steady; the timed block may still be ramping"
         )
-    record.evidence["compile"] = knobs.compile_evidence(
-        resolved, built.compile_at_start, before, after
-    )
-    if cfg.step and resolved.compile_mode and record.evidence["compile"]["ok"] is False:
-        record.evidence["compile"]["detail"] += (
+    compiled = knobs.compile_evidence(resolved, built.compile_at_start, before, after)
+    if cfg.step and resolved.compile_mode and compiled.ok is False:
+        compiled.detail += (
             f": step={cfg.step} calls no compiled code (call ctx.runner, not ctx.model)"
         )
-    record.cost_s.update(warmup=record.samples.warmup_s, timed=record.samples.timed_s)
+    record.evidence["compile"] = compiled
+    record.cost_s.warmup = record.samples.warmup_s
+    record.cost_s.timed = record.samples.timed_s
     # Any capture inside the window means dynamo compiled (or recompiled) while timed;
     # graphs counts how many new graphs it produced.
-    if after["frames_compiled"] > before["frames_compiled"]:
+    in_window = after.since(before)
+    if in_window.frames_compiled > 0:
         record.status = "invalid"
         record.invalid_reason = (
-            f"torch.compile compiled inside the timed window ({after['graphs'] - before['graphs']}"
+            f"torch.compile compiled inside the timed window ({in_window.graphs}"
             " new graph(s)); the step times include compilation"
         )
 
@@ -203,8 +205,8 @@ def run_trial(request: TrialRequest) -> str:
     measured and no record is written; every other failure becomes a "failed" record.
     What the trial prints (warnings, compiler output, the user's model) goes to its log
     beside the record (perflab.process.isolation.log_beside), not to the console. In a warm
-    worker (request.worker["isolation"] == "worker") the workload built by the worker's
-    first trial is kept for the later ones (see Built).
+    worker (request.worker.warm) the workload built by the worker's first trial is kept
+    for the later ones (see Built).
     """
     started = time.time()  # against the parent's sent_at: the start cost
     span_start = time.perf_counter()  # the trial's own span, on the parts' clock
@@ -225,10 +227,10 @@ def _trial(request: TrialRequest, started: float, span_start: float) -> str:
         session=request.session,
         choices=dict(request.choices),
         load_start=environment.load_average(),
-        worker={**request.worker, "pid": os.getpid()},
+        worker=replace(request.worker, pid=os.getpid()),
     )
     if request.sent_at:
-        record.cost_s["start"] = round(max(started - request.sent_at, 0.0), 6)
+        record.cost_s.start = round(max(started - request.sent_at, 0.0), 6)
     built = _reusable(request)
     resolved = built.resolved if built else resolve(cfg)
     record.settings = settings_of(cfg, resolved)
@@ -254,21 +256,21 @@ def _trial(request: TrialRequest, started: float, span_start: float) -> str:
         log.error("trial failed: %s: %s", type(exc).__name__, exc)
     if record.status != "ok":
         _forget()  # a workload that failed is not served again
-    record.environment.update({**request.invocation, **environment.machine()})
+    record.environment.update({**request.invocation.as_environment(), **environment.machine()})
     record.load_end = environment.load_average()
-    record.cost_s["other"] = uncounted(record.cost_s, time.perf_counter() - span_start)
+    record.cost_s.other = uncounted(record.cost_s, time.perf_counter() - span_start)
     record.finished_at = _now()
     write_record(Path(request.record_path), record, parents=False)
     return record.status
 
 
-def uncounted(cost_s: dict[str, float], span_s: float) -> float:
+def uncounted(cost_s: CostParts, span_s: float) -> float:
     """The seconds of a trial's span (from its code starting to its record being
     assembled) that no part counts, so that the parts after ``start`` add up to the span:
     the heap pad, the collection before measuring, the readings around the block; on
     CUDA, a process's first trial also starts the CUDA context here; in a failed trial,
     the part that did not finish. Never negative (the parts are rounded to the us)."""
-    counted = sum(seconds for part, seconds in cost_s.items() if part != "start")
+    counted = sum(seconds for part, seconds in cost_s.spent().items() if part != "start")
     return round(max(span_s - counted, 0.0), 6)
 
 
@@ -287,11 +289,11 @@ class Built:
     step: Step
     first_call_ns: int
     # knobs.loader_evidence: the data_loader and pin_memory entries
-    loader_evidence: dict[str, dict[str, Any]]
+    loader_evidence: dict[str, KnobEvidence]
     # dynamo's counters before the first call (knobs.compile_evidence counts from them)
-    compile_at_start: dict[str, int]
+    compile_at_start: knobs.CompileCounts
     # what the knobs did (threads, matmul precision, cudnn.benchmark) and the conditions
-    evidence: dict[str, dict[str, Any]]
+    evidence: dict[str, KnobEvidence]
     conditions: dict[str, Any]
     # the weights before the first step, for the numerics probe (None: not taken, as no
     # trial of this worker runs the probe)
@@ -308,13 +310,13 @@ def _config_key(request: TrialRequest) -> str:
 
 
 def _in_worker(request: TrialRequest) -> bool:
-    return request.worker.get("isolation") == "worker"
+    return request.worker.warm
 
 
 def _reusable(request: TrialRequest) -> Built | None:
     """The worker's built workload, if this trial may use it: a later trial of the same
     configuration in the same worker."""
-    later = _in_worker(request) and request.worker.get("trial", 0) > 0
+    later = _in_worker(request) and (request.worker.trial or 0) > 0
     if later and _BUILT is not None and _BUILT.key == _config_key(request):
         return _BUILT
     return None
@@ -406,13 +408,12 @@ def _run(
     rss_at_start = memory.current_rss_bytes()
     if built is None:
         built = _build(cfg, resolved, request)
-        record.cost_s.update(
-            build=round(built.build_s, 6), first_call=round(built.first_call_ns / 1e9, 6)
-        )
+        record.cost_s.build = round(built.build_s, 6)
+        record.cost_s.first_call = round(built.first_call_ns / 1e9, 6)
         if _in_worker(request):
             _BUILT = built
     else:
-        record.cost_s.update(build=0.0, first_call=0.0)
+        record.cost_s.build, record.cost_s.first_call = 0.0, 0.0
     record.evidence.update(built.evidence)
     record.evidence.update(implementation_evidence(cfg, built.prep, built.step))
     record.conditions = dict(built.conditions)
@@ -425,13 +426,13 @@ def _run(
             "launches_timed": len(calibration.measured),
         }
     record.evidence["fused"] = knobs.fused_evidence(cfg.fused, prep.fused, prep.fused_calls)
-    record.memory.update(memory.peak_memory(resolved.device, rss_at_start))
+    record.memory = memory.with_peak(record.memory, resolved.device, rss_at_start)
     if checks and built.snapshot is not None:
         start = time.perf_counter()
-        record.memory["phases"] = memory_by_phase(cfg, resolved, built.step, prep)
+        record.memory.phases = memory_by_phase(cfg, resolved, built.step, prep)
         record.probe = numerics_probe(cfg, resolved, prep, built.snapshot, built.step)
         evidence_pass(cfg, resolved, prep, record, built.step)
         record.evidence.update(hf_knobs.evidence_of(cfg, resolved, prep))
         record.evidence.update(knobs.user_evidence(cfg, prep.model, taken=record.evidence))
-        record.cost_s["checks"] = round(time.perf_counter() - start, 6)
+        record.cost_s.checks = round(time.perf_counter() - start, 6)
     del pad  # held until here on purpose

@@ -72,7 +72,7 @@ class TolerantStream:
         if exc.errno not in GONE:
             raise exc
         self.detach()
-        if self is _streams().get("stdout"):
+        if self is sys.stdout:
             _say_once_on_stderr()
 
     def __getattr__(self, name: str) -> Any:

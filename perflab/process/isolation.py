@@ -77,6 +77,10 @@ class Outcome:
 _preload = list(PRELOAD)
 
 
+# conf/model/hf.yaml's and the hf_* experiments' model.arch
+DEFAULT_HF_ARCH = "gpt2"
+
+
 def _context() -> Any:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_preload)
@@ -92,7 +96,7 @@ def hf_preload(argv: list[str]) -> tuple[str, ...]:
     multiprocessing's preload)."""
     if not any(re.fullmatch(r"\+?(model=hf|experiment=hf_\w+)", arg) for arg in argv):
         return ()
-    arches = ["gpt2"]  # conf/model/hf.yaml's and the hf_* experiments' default
+    arches = [DEFAULT_HF_ARCH]
     for arg in argv:
         if arg.startswith("model.arch="):
             arches = [a.strip() for a in arg.split("=", 1)[1].split(",")]

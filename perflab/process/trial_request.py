@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from perflab.config.schema import PerflabConfig
 from perflab.formats.records import ErrorInfo, TrialRecord, write_record
 from perflab.formats.sweepdir import log_beside
+from perflab.formats.trial_parts import Invocation, TrialWorker
 
 if TYPE_CHECKING:  # imported where a trial runs: this module stays light
     from perflab.process.isolation import Limits, Worker
@@ -48,7 +49,7 @@ class TrialRequest:
     config_dict: dict[str, Any]
     record_path: str
     # command line, working directory and git state of the CLI process
-    invocation: dict[str, Any] = field(default_factory=dict)
+    invocation: Invocation = field(default_factory=Invocation)
     round: int = 0
     # which session of a resumed sweep sends it (TrialRecord.session)
     session: int = 0
@@ -61,8 +62,8 @@ class TrialRequest:
     calibrating: bool = False
     # what happened just before the trial started (the settle wait), for its record
     settle: dict[str, Any] = field(default_factory=dict)
-    # the process it runs in, for its record (TrialRecord.worker); {} for a lone trial
-    worker: dict[str, Any] = field(default_factory=dict)
+    # the process it runs in, for its record (TrialRecord.worker); empty for a lone trial
+    worker: TrialWorker = field(default_factory=TrialWorker)
     # time.time() when the request was sent: the trial's start cost is measured from it
     sent_at: float = 0.0
 
@@ -92,8 +93,8 @@ def failure_record(request: TrialRequest, kind: str, message: str) -> TrialRecor
         session=request.session,
         choices=dict(request.choices),
         error=ErrorInfo(ERROR_TYPES.get(kind, status), message, ""),
-        environment=dict(request.invocation),
-        worker=dict(request.worker),
+        environment=request.invocation.as_environment(),
+        worker=dataclasses.replace(request.worker),
     )
 
 

@@ -4,4 +4,4 @@ diagnosis ("why") drawn from two variants' profiles."""
 
 # The public face: every module (capture only from perflab.measure).
 # tests/test_layout.py checks that no other package imports a module not listed.
-__all__ = ["attribution", "capture", "diagnosis", "families", "operators"]
+__all__ = ["attribution", "capture", "diagnosis", "families", "operators", "trace_events"]

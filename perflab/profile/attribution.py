@@ -21,8 +21,14 @@ from typing import Any
 
 from perflab.formats.profile_json import Busy, KernelRow, OpRow, RangeRow
 from perflab.profile.families import classify, union_us
+from perflab.profile.trace_events import TraceEvent, trace_events
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+# host annotations: record_function ranges, the profiler steps (ProfilerStep#N) among them
+ANNOTATION_CATEGORY = "user_annotation"
+# what the device side reads: device events, the operators that launched them, and the
+# annotations (the profiler steps are its window)
+READ_CATEGORIES = frozenset([*DEVICE_CATEGORIES, "cpu_op", ANNOTATION_CATEGORY])
 # launchers whose name says what the kernel does; a wrapper (CompiledFunction, the
 # autograd engine, a Python function) leaves the family to the kernel's name
 UNINFORMATIVE = ("aten", "other")
@@ -81,27 +87,31 @@ def family_of(kernel: str, category: str, launcher: str | None) -> str:
 
 def device_events(trace: dict[str, Any]) -> list[DeviceEvent]:
     """Every kernel, copy and fill of the trace with its launching operator."""
-    events = trace.get("traceEvents", [])
-    launchers: dict[int, str] = {}
-    for e in events:
-        if e.get("cat") == "cpu_op" and "External id" in e.get("args", {}):
-            launchers[int(e["args"]["External id"])] = e["name"]
+    return launched_events(trace_events(trace, READ_CATEGORIES))
+
+
+def launched_events(events: list[TraceEvent]) -> list[DeviceEvent]:
+    """Every kernel, copy and fill among the events with its launching operator."""
+    launchers = {
+        e.external_id: e.name
+        for e in events
+        if e.category == "cpu_op" and e.external_id is not None
+    }
     out = []
     for e in events:
-        if e.get("cat") not in DEVICE_CATEGORIES or e.get("ph") != "X":
+        if e.category not in DEVICE_CATEGORIES or e.phase != "X":
             continue
-        ext = e.get("args", {}).get("External id")
-        launch_id = int(ext) if ext is not None else None
+        launch_id = e.external_id
         launcher = launchers.get(launch_id) if launch_id is not None else None
         out.append(
             DeviceEvent(
-                name=e["name"],
-                category=e["cat"],
-                start_us=float(e["ts"]),
-                duration_us=float(e.get("dur", 0.0)),
+                name=e.name,
+                category=e.category,
+                start_us=e.start_us,
+                duration_us=e.duration_us,
                 launcher=launcher,
                 launch_id=launch_id,
-                family=family_of(e["name"], e["cat"], launcher),
+                family=family_of(e.name, e.category, launcher),
             )
         )
     return out
@@ -174,23 +184,28 @@ def kernel_table(events: list[DeviceEvent], top: int) -> list[KernelRow]:
 def host_table(trace: dict[str, Any], top: int) -> list[RangeRow]:
     """Host-side annotation ranges (record_function) by name: CPU wall time inside
     them, not device work. Numbered ones (ProfilerStep#N) are one row."""
+    return annotation_table(trace_events(trace, [ANNOTATION_CATEGORY]), top)
+
+
+def annotation_table(events: list[TraceEvent], top: int) -> list[RangeRow]:
+    """host_table over parsed events."""
     time: dict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
-    for e in trace.get("traceEvents", []):
-        if e.get("cat") == "user_annotation" and e.get("ph") == "X":
-            key = _NUMBERED.sub("#*", e["name"])
-            time[key] += float(e.get("dur", 0.0))
+    for e in events:
+        if e.category == ANNOTATION_CATEGORY and e.phase == "X":
+            key = _NUMBERED.sub("#*", e.name)
+            time[key] += e.duration_us
             count[key] += 1
     ranked = sorted(time, key=lambda k: -time[k])[:top]
     return [RangeRow(name=k, count=count[k], cpu_us=time[k]) for k in ranked]
 
 
-def step_windows(trace: dict[str, Any]) -> list[tuple[float, float]]:
+def step_windows(events: list[TraceEvent]) -> list[tuple[float, float]]:
     """The profiled steps' CPU-side ranges (ProfilerStep#N)."""
     return [
-        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
-        for e in trace.get("traceEvents", [])
-        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        (e.start_us, e.start_us + e.duration_us)
+        for e in events
+        if e.phase == "X" and e.name.startswith("ProfilerStep#")
     ]
 
 
@@ -250,12 +265,18 @@ class DeviceSide:
 
 def attribute(trace: dict[str, Any], top: int) -> DeviceSide:
     """The device side of profile.json from a CUDA trace."""
-    events = device_events(trace)
+    return device_side(trace_events(trace, READ_CATEGORIES), top)
+
+
+def device_side(parsed: list[TraceEvent], top: int) -> DeviceSide:
+    """attribute over parsed events (of READ_CATEGORIES or more: each reader here picks
+    its own categories)."""
+    events = launched_events(parsed)
     return DeviceSide(
         families_us=family_totals(events),
         device_total_us=sum(e.duration_us for e in events),
         top_ops=operator_table(events, top),
         top_kernels=kernel_table(events, top),
-        host_annotations=host_table(trace, top),
-        busy=device_busy(events, step_windows(trace)),
+        host_annotations=annotation_table(parsed, top),
+        busy=device_busy(events, step_windows(parsed)),
     )

@@ -25,11 +25,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.formats.profile_json import Busy, OpRow
 from perflab.profile.families import busy_summary, classify
+from perflab.profile.trace_events import MEMORY_CATEGORY, TraceEvent, trace_events
 
 # host-side events: operators, record_function ranges, Python functions (with_stack)
 # and the CUDA runtime and driver calls operators make (their time is not the
@@ -53,6 +55,8 @@ MEMORY_EVENT = "[memory]"
 # c10::DeviceType values whose allocations key_averages counts as CPU memory: CPU,
 # MKLDNN, IDEEP
 CPU_MEMORY_DEVICES = frozenset([0, 2, 5])
+# what the table reads: host events, the kernels they launched, and memory records
+READ_CATEGORIES = HOST_CATEGORIES | DEVICE_CATEGORIES | {MEMORY_CATEGORY}
 
 
 @dataclass
@@ -61,7 +65,7 @@ class _Span:
 
     name: str
     shapes: str
-    thread: tuple[Any, Any]
+    thread: tuple[object, object]
     start: int
     end: int
     annotation: bool
@@ -72,36 +76,32 @@ class _Span:
     device_us: float = 0.0
 
 
-def _ns(us: Any) -> int:
-    return round(float(us) * 1000)
+def _ns(us: float) -> int:
+    return round(us * 1000)
 
 
-def _spans(events: list[dict[str, Any]]) -> list[_Span]:
+def _spans(events: list[TraceEvent]) -> list[_Span]:
     spans = []
     for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in HOST_CATEGORIES:
+        if e.phase != "X" or e.category not in HOST_CATEGORIES or e.name in BOOKKEEPING:
             continue
-        name = str(e.get("name", ""))
-        if name in BOOKKEEPING:
-            continue
-        args = e.get("args") or {}
-        start = _ns(e["ts"])
-        ext = args.get("External id")
+        start = _ns(e.start_us)
         spans.append(
             _Span(
-                name="ProfilerStep*" if name.startswith("ProfilerStep#") else name,
-                shapes=_shapes(args.get("Input Dims", [])),
-                thread=(e.get("pid"), e.get("tid")),
+                name="ProfilerStep*" if e.name.startswith("ProfilerStep#") else e.name,
+                shapes=_shapes(e.input_dims),
+                thread=e.thread,
                 start=start,
-                end=start + _ns(e.get("dur", 0.0)),
-                annotation=e.get("cat") == "user_annotation",
-                external_id=int(ext) if ext is not None and e.get("cat") == "cpu_op" else None,
+                end=start + _ns(e.duration_us),
+                annotation=e.category == "user_annotation",
+                # of host events, only an operator's id correlates its launches
+                external_id=e.external_id if e.category == "cpu_op" else None,
             )
         )
     return spans
 
 
-def _shapes(dims: list[Any]) -> str:
+def _shapes(dims: Sequence[Any]) -> str:
     """The input shapes as key_averages writes them: a list of tensors (the trace's
     nested list) has no shape there."""
     flat = [
@@ -113,7 +113,7 @@ def _shapes(dims: list[Any]) -> str:
 
 def _nest(spans: list[_Span]) -> None:
     """Each span's parent: the innermost span of its thread that holds it."""
-    by_thread: dict[tuple[Any, Any], list[_Span]] = defaultdict(list)
+    by_thread: dict[tuple[object, object], list[_Span]] = defaultdict(list)
     for span in spans:
         by_thread[span.thread].append(span)
     for thread_spans in by_thread.values():
@@ -150,13 +150,13 @@ def _merge_redispatches(spans: list[_Span]) -> list[_Span]:
         spans = [s for s in spans if id(s) not in gone]
 
 
-def _memory(events: list[dict[str, Any]], spans: list[_Span]) -> tuple[int, int]:
+def _memory(events: list[TraceEvent], spans: list[_Span]) -> tuple[int, int]:
     """Give every span the CPU memory allocated (and, negative, freed) inside its
     range; return the count and the bytes of the memory events no span holds."""
     records = sorted(
-        (_ns(e["ts"]), _cpu_bytes(e.get("args") or {}))
+        (_ns(e.start_us), _cpu_bytes(e))
         for e in events
-        if e.get("ph") == "i" and e.get("name") == MEMORY_EVENT
+        if e.phase == "i" and e.name == MEMORY_EVENT
     )
     if not records:
         return 0, 0
@@ -178,19 +178,18 @@ def _memory(events: list[dict[str, Any]], spans: list[_Span]) -> tuple[int, int]
     return alone, alone_bytes
 
 
-def _cpu_bytes(args: dict[str, Any]) -> int:
-    return int(args.get("Bytes", 0)) if int(args.get("Device Type", 0)) in CPU_MEMORY_DEVICES else 0
+def _cpu_bytes(record: TraceEvent) -> int:
+    return record.bytes if record.device_type in CPU_MEMORY_DEVICES else 0
 
 
-def _device_time(events: list[dict[str, Any]], spans: list[_Span]) -> None:
+def _device_time(events: list[TraceEvent], spans: list[_Span]) -> None:
     by_id = {s.external_id: s for s in spans if s.external_id is not None}
     for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATEGORIES:
+        if e.phase != "X" or e.category not in DEVICE_CATEGORIES or e.external_id is None:
             continue
-        ext = (e.get("args") or {}).get("External id")
-        launcher = by_id.get(int(ext)) if ext is not None else None
+        launcher = by_id.get(e.external_id)
         if launcher is not None:
-            launcher.device_us += float(e.get("dur", 0.0))
+            launcher.device_us += e.duration_us
 
 
 @dataclass
@@ -203,7 +202,12 @@ class OperatorTable:
 def read(trace: dict[str, Any]) -> OperatorTable:
     """The operator table (key_averages grouped by input shape) and the CPU busy time
     of a trace."""
-    events = trace.get("traceEvents", [])
+    return table_of(trace_events(trace, READ_CATEGORIES))
+
+
+def table_of(events: list[TraceEvent]) -> OperatorTable:
+    """read over parsed events (of READ_CATEGORIES, a superset of what
+    perflab.profile.attribution reads: one parse can serve both)."""
     spans = _spans(events)
     _nest(spans)
     alone, alone_bytes = _memory(events, spans)

@@ -21,7 +21,8 @@ from perflab.errors import PerflabError
 from perflab.formats.records import TrialRecord
 from perflab.formats.summary import NO_DATA
 from perflab.report.markdown_text import esc, table
-from perflab.report.tables import Report, first_ok
+from perflab.report.rows import first_ok
+from perflab.report.tables import Report
 
 # What must be equal for two runs to be compared: where they ran and with what.
 ENV_KEYS = ("torch", "cuda", "cudnn", "python", "cpu_model", "usable_cpus", "cuda_devices")

@@ -43,13 +43,13 @@ def trial_summary(record: TrialRecord, path: Path) -> str:
             f"p99 {fmt_ns(t.p99_ns)}   ({t.steps} steps in {record.samples.timed_s:.2f} s)",
             f"  throughput  {t.throughput:,.0f} samples/s",
             f"  first call  {fmt_ns(t.first_call_ns)}   peak memory "
-            f"{fmt_bytes(t.peak_memory_bytes)} ({record.memory.get('kind', '?')})",
+            f"{fmt_bytes(t.peak_memory_bytes)} ({record.memory.kind or '?'})",
             _warm_up_line(record.samples),
         ]
         if t.phase_median_ns:
             phases = ", ".join(f"{k} {fmt_ns(v)}" for k, v in t.phase_median_ns.items())
             lines.append(f"  phases (median): {phases}")
-    failed_evidence = [k for k, e in record.evidence.items() if e.get("ok") is False]
+    failed_evidence = [k for k, e in record.evidence.items() if e.ok is False]
     if failed_evidence:
         lines.append(f"  knobs NOT in effect: {', '.join(failed_evidence)}")
     for warning in record.warnings:

@@ -3,7 +3,7 @@
 GitHub-flavoured markdown with user values escaped and no absolute paths of the machine
 that produced it, so the folder can be committed or attached as it is. Every section
 renders typed values: the summary (perflab.formats.summary) and the rows that
-perflab.report.tables derives from it, the plan and the records.
+perflab.report.rows derives from it, the plan and the records.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from perflab.formats.records import TrialRecord
 from perflab.formats.summary import Comparison, Numerics
 from perflab.formats.summary.variant import Measured
 from perflab.report.artifacts import ProfilerFiles, files_section
+from perflab.report.frames import NO_PROBE, PERCENTILES
 from perflab.report.markdown_text import code, esc, table, tables_within
 from perflab.report.markdown_text import num as _num
 from perflab.report.memory_section import resources_section
 from perflab.report.profiles import profiles_section, why_section
-from perflab.report.tables import NO_PROBE, PERCENTILES, ComparisonRow, Report, first_ok
+from perflab.report.rows import ComparisonRow, first_ok
+from perflab.report.tables import Report
 from perflab.report.time_section import isolation_text, time_section
 
 

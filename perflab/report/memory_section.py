@@ -3,34 +3,33 @@ on CUDA, the GPU telemetry sampled during the timed trials."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from perflab.config.plan import SENTINEL
 from perflab.formats.summary.variant import Measured, Telemetry
+from perflab.formats.trial_parts import PhaseReading
 from perflab.report.markdown_text import esc, tables_within
 from perflab.report.tables import Report
 
 MIB = 2**20
 
 
-def _mib(value: Any) -> str:
+def _mib(value: int | None) -> str:
     return "-" if value is None else f"{value / MIB:,.1f}"
 
 
 def _phase_cells(entry: Measured, phases: list[str]) -> list[str]:
     """Per phase: allocated (peak within the phase) on CUDA, RSS on CPU, in MiB (the
-    rows are the trial record's memory.phases: their keys are the record's)."""
-    by_phase = {row["phase"]: row for row in entry.memory_by_phase}
-    cells = []
-    for phase in phases:
-        row = by_phase.get(phase)
-        if row is None:
-            cells.append("-")
-        elif "allocated_bytes" in row:
-            cells.append(f"{_mib(row['allocated_bytes'])} ({_mib(row['peak_allocated_bytes'])})")
-        else:
-            cells.append(_mib(row.get("rss_bytes")))
-    return cells
+    rows are the trial record's memory.phases)."""
+    by_phase = {row.phase: row for row in entry.memory_by_phase}
+    return [_phase_cell(by_phase.get(phase)) for phase in phases]
+
+
+def _phase_cell(row: PhaseReading | None) -> str:
+    """One phase's reading: the allocator's counters on CUDA, the RSS on CPU."""
+    if row is None:
+        return "-"
+    if row.allocated_bytes is not None:
+        return f"{_mib(row.allocated_bytes)} ({_mib(row.peak_allocated_bytes)})"
+    return _mib(row.rss_bytes)
 
 
 def _telemetry_cell(t: Telemetry | None) -> str:
@@ -57,7 +56,7 @@ def resources_section(report: Report) -> list[str]:
     ]
     if not entries:
         return []
-    phases = list(dict.fromkeys(r["phase"] for _, m in entries for r in m.memory_by_phase))
+    phases = list(dict.fromkeys(r.phase for _, m in entries for r in m.memory_by_phase))
     cuda = any(m.memory_kind == "cuda_allocator" for _, m in entries)
     telemetry = next(
         (m.telemetry for _, m in entries if m.telemetry and m.telemetry.available), None

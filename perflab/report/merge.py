@@ -28,7 +28,8 @@ from perflab.formats.sweepdir import (
 )
 from perflab.report.against import ENV_KEYS, compare_runs, section
 from perflab.report.markdown_text import esc, table
-from perflab.report.tables import Report, first_ok, load
+from perflab.report.rows import first_ok
+from perflab.report.tables import Report, load
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from perflab.config.hf import INTERMEDIATE_PER_HIDDEN, TINY
+from perflab.config.hf import INTERMEDIATE_PER_HIDDEN, ModelSizes
 from perflab.config.schema import HFConfig
 from perflab.errors import ConfigError
 
@@ -110,12 +110,7 @@ def _config_arguments(model: HFConfig) -> dict[str, Any]:
         "task": model.task,
         "seq_len": model.seq_len,
         "num_labels": model.num_labels,
-        "sizes": {
-            "layers": model.layers,
-            "hidden": model.hidden,
-            "heads": model.heads,
-            "vocab_size": model.vocab_size,
-        },
+        "sizes": ModelSizes(model.layers, model.hidden, model.heads, model.vocab_size),
         "overrides": dict(model.config),
         "use_cache": model.use_cache,
     }
@@ -191,7 +186,7 @@ def build(
         task=task,
         seq_len=seq_len,
         num_labels=num_labels,
-        sizes={"layers": layers, "hidden": hidden, "heads": heads, "vocab_size": vocab_size},
+        sizes=ModelSizes(layers, hidden, heads, vocab_size),
         overrides=config,
         use_cache=use_cache,
     )
@@ -245,7 +240,7 @@ def make_config(
     task: str,
     seq_len: int,
     num_labels: int,
-    sizes: dict[str, int | None],
+    sizes: ModelSizes,
     overrides: dict[str, Any],
     use_cache: bool,
 ) -> Any:
@@ -267,7 +262,7 @@ def make_config(
     if path is not None:
         values.update(_local_config(path))
     # null sizes: config.json's with a path, perflab's tiny ones from the config class
-    chosen = {k: TINY[k] if v is None and path is None else v for k, v in sizes.items()}
+    chosen = sizes if path is not None else sizes.or_tiny()
     for field_name, value in chosen.items():
         if value is None:
             continue
@@ -280,12 +275,12 @@ def make_config(
                 f"{arch}'s config has no {name}",
             )
         values[_own_name(config_class, name)] = value
-    if chosen["hidden"] is not None and hasattr(defaults, "intermediate_size"):
-        values["intermediate_size"] = INTERMEDIATE_PER_HIDDEN * chosen["hidden"]
-    if chosen["heads"] is not None and hasattr(defaults, "num_key_value_heads"):
+    if chosen.hidden is not None and hasattr(defaults, "intermediate_size"):
+        values["intermediate_size"] = INTERMEDIATE_PER_HIDDEN * chosen.hidden
+    if chosen.heads is not None and hasattr(defaults, "num_key_value_heads"):
         # grouped-query attention's key/value heads (Mistral's 8, Qwen2's 32) must divide
         # the heads: as many (plain multi-head attention) unless model.config says
-        values["num_key_value_heads"] = chosen["heads"]
+        values["num_key_value_heads"] = chosen.heads
     if task == "sequence_classification":
         values["num_labels"] = num_labels
     values["use_cache"] = use_cache

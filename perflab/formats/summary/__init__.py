@@ -126,7 +126,7 @@ class Unadjusted:
 
 @dataclass(frozen=True, kw_only=True)
 class Estimate:
-    """The paired estimate of one comparison (perflab.analysis.summarize.compare)."""
+    """The paired estimate of one comparison (perflab.analysis.verdicts.compare)."""
 
     # speedup, baseline cost / variant cost (> 1: the variant is faster)
     speedup: float

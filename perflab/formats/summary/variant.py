@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perflab.formats.dataclass_json import inline, written_when
+from perflab.formats.trial_parts import PhaseReading
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,8 +125,8 @@ class Measured:
     # what memory counts: "cuda_allocator" or "process_rss"
     memory_kind: str | None
     # memory at the end of each phase of one instrumented step: the trial record's
-    # memory.phases, as the trial wrote them (docs/records.md)
-    memory_by_phase: list[dict[str, Any]]
+    # memory.phases, each written as the trial wrote it (docs/records.md)
+    memory_by_phase: list[PhaseReading]
     # None in a version 1 file written before telemetry was sampled
     telemetry: Telemetry | None
     # highest 1/5/15-minute load average seen at a trial's start or end
