@@ -11,6 +11,7 @@ import numpy as np
 
 from perflab.analysis.stats import per_step_ns, percentiles
 from perflab.formats.records import TrialRecord
+from perflab.formats.trial_parts import TrialSettings
 
 
 def trial_cost(record: TrialRecord, metric: str) -> float:
@@ -24,7 +25,10 @@ def trial_cost(record: TrialRecord, metric: str) -> float:
         raise ValueError("a trial without samples has no cost")
     if metric == "latency":
         return percentiles(per_step_ns(samples.step_ns, samples.steps_per_sample), (50,))[0]
-    items = len(samples.step_ns) * samples.steps_per_sample * int(record.settings["batch_size"])
+    batch_size = TrialSettings.of(record.settings).batch_size  # checked by load_record
+    if batch_size is None:
+        raise ValueError("a trial without its batch size has no throughput")
+    items = len(samples.step_ns) * samples.steps_per_sample * batch_size
     return sum(samples.step_ns) / items
 
 

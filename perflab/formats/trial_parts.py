@@ -11,6 +11,7 @@ the empty object, every field None.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -174,3 +175,33 @@ class Invocation:
             "git_commit": self.git_commit,
             "git_dirty": self.git_dirty,
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSettings:
+    """What the config became on the machine, read from TrialRecord.settings. The record
+    keeps that mapping as the trial wrote it, since summary.json copies it verbatim
+    (records before 2026-11-25 have no function or step); this is its typed view, a key
+    the record lacks None. load_record checks batch_size in every ok trial."""
+
+    device: str | None = None
+    amp_dtype: str | None = None
+    compile_mode: str | None = None
+    mode: str | None = None
+    batch_size: int | None = None
+    threads: int | None = None
+    data_source: str | None = None
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    channels_last: bool | None = None
+    fused: str | None = None
+    # the model's factory path
+    model: str | None = None
+    # model=function's function and the user's step (step=)
+    function: str | None = None
+    step: str | None = None
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> TrialSettings:
+        known = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in settings.items() if name in known})

@@ -10,6 +10,7 @@ from perflab.analysis.trials import summarize_trial
 from perflab.config.user_code import workload_name
 from perflab.formats.records import Samples, TrialRecord
 from perflab.formats.summary import Comparison, Estimate, Isolation, Summary
+from perflab.formats.trial_parts import TrialSettings
 from perflab.report.time_section import PARTS, rounds
 
 
@@ -28,12 +29,12 @@ def fmt_bytes(n: int | None) -> str:
 
 
 def trial_summary(record: TrialRecord, path: Path) -> str:
-    s = record.settings
-    model = workload_name(record.choices.get("model") or s.get("model", "?"), record.config)
+    s = TrialSettings.of(record.settings)  # {} in a record its trial could not write
+    model = workload_name(record.choices.get("model") or s.model or "?", record.config)
     head = (
-        f"perflab: {model} {s.get('mode', '?')} on {s.get('device', '?')} "
-        f"({s.get('threads', '?')} thread(s)), batch {s.get('batch_size', '?')}, "
-        f"amp={s.get('amp_dtype') or 'off'}, compile={s.get('compile_mode') or 'off'}"
+        f"perflab: {model} {s.mode or '?'} on {s.device or '?'} "
+        f"({s.threads or '?'} thread(s)), batch {s.batch_size or '?'}, "
+        f"amp={s.amp_dtype or 'off'}, compile={s.compile_mode or 'off'}"
     )
     lines = [head]
     if record.samples is not None:
