@@ -183,6 +183,7 @@ def test_a_function_or_inputs_that_cannot_run_is_refused_before_measuring(
 # --- the ready-made study: a known cost ratio --------------------------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_function_pair_with_a_known_cost_ratio_reads_the_right_verdict(tmp_path):
     """experiments/function_ratio.yaml: x * 2 after two 1000 us spins (the baseline,

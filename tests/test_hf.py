@@ -433,6 +433,7 @@ def perflab(cwd: Path, *args: str, site: str = NO_NETWORK) -> subprocess.Complet
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_an_attention_sweep_runs_as_written(transformers, tmp_path):
     result = perflab(tmp_path, "-m", "model.arch=gpt2", "model.attn=eager,sdpa", *RUN, *ROUNDS)

@@ -133,6 +133,7 @@ def test_compare_leaves_out_rounds_across_sessions_also_from_the_unpaired_interv
     assert compare(base, slow, 0.95, 0.01, 1, sessions_) is None  # nothing in one session
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_the_hostile_case_end_to_end_reads_no_verdict_from_two_sessions(tmp_path):
     """The real command twice, the second time with the variant's directory gone and

@@ -145,6 +145,7 @@ def _records(root: Path, job: str) -> list:
     return [load_record(p) for p in sorted((root / job / "trials").glob("r*.json"))]
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_sweep_with_warm_workers_builds_once_per_generation_and_says_so(tmp_path):
     result = perflab(
