@@ -1,6 +1,7 @@
 """The trace's events parsed at the file boundary (perflab.profile.trace_events): each
 field from its key, with the conversions the readers relied on; and one parse serving
-both readers as well as each reader's own."""
+both readers as well as each reader's own. Device: none (synthetic events, read on any
+machine)."""
 
 from __future__ import annotations
 
